@@ -1,0 +1,117 @@
+// Communicator: the collectives tessel needs, over at::Tensor, for one group
+// of ranks. Backends: MPI (CPU tensors, many processes), single-process
+// (world 1, no MPI needed); NCCL later for GPU builds.
+//
+// Conventions (all collectives):
+// - Tensors must be contiguous; dtypes fp32, bf16, fp16, int64 (and any other
+//   dtype for pure data movement: all-gather, all-to-all, broadcast).
+// - Flat buffers: all_gather_into(out, in) writes rank r's `in` at
+//   out[r*in.numel() : (r+1)*in.numel()]; reduce_scatter_from(out, in) reduces
+//   in[r*out.numel() : ...] from every rank into rank r's `out`. Sizes must be
+//   equal across ranks; callers pad (FSDP pads shards, see fsdp/).
+// - Reductions are SUM or MAX only; averaging is the caller's explicit division
+//   (SPEC 4: SUM plus division, never a backend AVG).
+// - Every rank of the group must call the same collectives in the same order.
+// - A collective that does not finish within timeout() ends the process with a
+//   message naming the collective and the group (a dead or hung peer must not
+//   hang the others forever).
+// - `*_async` variants return a Work handle; the tensors must stay alive and
+//   untouched until wait() returns. Ops complete in issue order per process.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::dist {
+
+enum class ReduceOp { Sum, Max };
+
+enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, AllToAll, Broadcast, Barrier };
+const char* to_string(CollectiveKind kind);
+constexpr int kNumCollectiveKinds = 6;
+
+// How many collectives of each kind this communicator ran, and how many bytes
+// each rank sent into them. FSDP tests assert collective counts per step.
+struct CollectiveCounters {
+  int64_t calls[kNumCollectiveKinds] = {};
+  int64_t bytes[kNumCollectiveKinds] = {};
+  int64_t count(CollectiveKind k) const { return calls[static_cast<int>(k)]; }
+};
+
+// Handle of an asynchronous collective.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the collective finished (or the timeout ended the process).
+  virtual void wait() = 0;
+  virtual bool is_completed() = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class Communicator;
+using CommunicatorPtr = std::shared_ptr<Communicator>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Human-readable group name used in errors and logs, e.g. "world" or
+  // "dp_shard (ranks 0,1,2,3)".
+  virtual const std::string& name() const = 0;
+  // Global (world) ranks of this group's members, in group-rank order.
+  virtual const std::vector<int>& world_ranks() const = 0;
+
+  virtual WorkPtr all_gather_into_async(const at::Tensor& out, const at::Tensor& in) = 0;
+  virtual WorkPtr reduce_scatter_from_async(const at::Tensor& out, const at::Tensor& in,
+                                            ReduceOp op) = 0;
+  // In place: every rank ends with the reduction of all ranks' `tensor`.
+  virtual WorkPtr all_reduce_async(const at::Tensor& tensor, ReduceOp op) = 0;
+  // Equal splits: rank r's in[j*n/size ...] goes to rank j's out[r*n/size ...].
+  virtual WorkPtr all_to_all_async(const at::Tensor& out, const at::Tensor& in) = 0;
+  // In place: every rank ends with root's `tensor` (root is a group rank).
+  virtual WorkPtr broadcast_async(const at::Tensor& tensor, int root) = 0;
+  virtual WorkPtr barrier_async() = 0;
+
+  void all_gather_into(const at::Tensor& out, const at::Tensor& in) {
+    all_gather_into_async(out, in)->wait();
+  }
+  void reduce_scatter_from(const at::Tensor& out, const at::Tensor& in,
+                           ReduceOp op = ReduceOp::Sum) {
+    reduce_scatter_from_async(out, in, op)->wait();
+  }
+  void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) {
+    all_reduce_async(tensor, op)->wait();
+  }
+  void all_to_all(const at::Tensor& out, const at::Tensor& in) { all_to_all_async(out, in)->wait(); }
+  void broadcast(const at::Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
+  void barrier() { barrier_async()->wait(); }
+
+  // Sub-communicator: collective over all ranks of this group. Ranks passing
+  // the same color form one group, ordered by key. `name` names the group in
+  // messages (the backend appends the member ranks).
+  virtual CommunicatorPtr split(int color, int key, const std::string& name) = 0;
+
+  virtual std::chrono::milliseconds timeout() const = 0;
+  virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
+
+  virtual CollectiveCounters counters() const = 0;
+  virtual void reset_counters() = 0;
+};
+
+// The world communicator of this process. With an MPI launcher (mpirun sets
+// OMPI_COMM_WORLD_SIZE / PMI_SIZE) and world size > 1 it is the MPI backend;
+// otherwise the single-process backend. Created on first use; later calls
+// return the same object. Default timeout: TESSEL_COLLECTIVE_TIMEOUT_S or 300 s.
+CommunicatorPtr world();
+
+// Finalizes the backend (MPI_Finalize) at normal exit. Safe to call twice.
+void shutdown();
+
+}  // namespace tessel::dist
