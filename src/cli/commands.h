@@ -10,7 +10,19 @@ namespace tessel::cli {
 
 // `tessel mesh`: validate a layout and print the device mesh (cli/mesh_command.cpp).
 void add_mesh_command(CLI::App& app);
+// `tessel plan [CONFIG] [overrides]`: the resolved tensor-parallel plan per module (cli/plan_command.cpp).
+void add_plan_command(CLI::App& app);
 // `tessel run -n N -- ARGS`: start N local ranks through mpirun (cli/run_command.cpp).
 void add_run_command(CLI::App& app);
+// `tessel train [CONFIG] [overrides] [--nproc N]`: train a model (cli/train_command.cpp).
+void add_train_command(CLI::App& app);
+// `tessel convert CKPT HF_DIR`: checkpoint -> Hugging Face directory (cli/convert_command.cpp).
+void add_convert_command(CLI::App& app);
+// `tessel init-model PRESET OUT_DIR [--seed N]`: a preset as an HF directory
+// (cli/init_model_command.cpp).
+void add_init_model_command(CLI::App& app);
+// `tessel logits MODEL --tokens 3,10,17 [--json]`: one forward, logits and loss
+// (cli/logits_command.cpp).
+void add_logits_command(CLI::App& app);
 
 }  // namespace tessel::cli

@@ -13,7 +13,12 @@ int main(int argc, char** argv) {
   CLI::App app{"tessel: distributed training of Hugging Face-style language models in C++"};
   app.require_subcommand(1);
   tessel::cli::add_mesh_command(app);
+  tessel::cli::add_plan_command(app);
   tessel::cli::add_run_command(app);
+  tessel::cli::add_train_command(app);
+  tessel::cli::add_convert_command(app);
+  tessel::cli::add_init_model_command(app);
+  tessel::cli::add_logits_command(app);
   int code = 0;
   try {
     app.parse(argc, argv);

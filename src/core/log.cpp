@@ -16,16 +16,18 @@ struct State {
 };
 
 State& state() {
-  static State s = [] {
-    State init;
+  // Built in place: State holds a mutex, so it cannot be returned from a lambda.
+  static State s;
+  static const bool level_from_env = [] {
     if (const char* env = std::getenv("TESSEL_LOG_LEVEL")) {
       std::string v(env);
-      if (v == "debug") init.level = Level::Debug;
-      if (v == "warn") init.level = Level::Warn;
-      if (v == "error") init.level = Level::Error;
+      if (v == "debug") s.level = Level::Debug;
+      if (v == "warn") s.level = Level::Warn;
+      if (v == "error") s.level = Level::Error;
     }
-    return init;
+    return true;
   }();
+  (void)level_from_env;
   return s;
 }
 

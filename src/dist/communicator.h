@@ -3,8 +3,10 @@
 // (world 1, no MPI needed); NCCL later for GPU builds.
 //
 // Conventions (all collectives):
-// - Tensors must be contiguous; dtypes fp32, bf16, fp16, int64 (and any other
-//   dtype for pure data movement: all-gather, all-to-all, broadcast).
+// - Tensors must be contiguous; dtypes fp32, bf16, fp16, int64 (reductions also
+//   accept fp64 and int32; any dtype for pure data movement: all-gather,
+//   all-to-all, broadcast). all_gather_into may take `in` = rank's slot of
+//   `out` (in place); reduce_scatter_from may write `out` inside `in`.
 // - Flat buffers: all_gather_into(out, in) writes rank r's `in` at
 //   out[r*in.numel() : (r+1)*in.numel()]; reduce_scatter_from(out, in) reduces
 //   in[r*out.numel() : ...] from every rank into rank r's `out`. Sizes must be

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs what is needed (scripts/setup.sh) and builds tessel with CMake presets.
+# Usage: scripts/build.sh [preset]   (default: $TESSEL_PRESET or "default")
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+bash scripts/setup.sh
+source scripts/env.sh
+preset=${1:-${TESSEL_PRESET:-default}}
+cmake --preset "$preset" >/dev/null
+jobs=$(nproc)
+cmake --build --preset "$preset" -- -j"$jobs"

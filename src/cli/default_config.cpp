@@ -1,0 +1,58 @@
+#include "cli/default_config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tessel::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRelative = fs::path("examples") / "configs" / "sft.yaml";
+
+std::optional<fs::path> search_upward(fs::path dir) {
+  std::error_code ec;
+  while (!dir.empty()) {
+    if (fs::is_regular_file(dir / kRelative, ec)) return dir / kRelative;
+    if (dir == dir.parent_path()) break;
+    dir = dir.parent_path();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+fs::path default_config_path() {
+  std::vector<std::string> searched;
+  std::error_code ec;
+  if (const char* src = std::getenv("TESSEL_SOURCE_DIR"); src != nullptr && *src != '\0') {
+    const fs::path candidate = fs::path(src) / kRelative;
+    if (fs::is_regular_file(candidate, ec)) return candidate;
+    searched.push_back(candidate.string());
+  }
+  const fs::path cwd = fs::current_path(ec);
+  if (!ec) {
+    if (auto found = search_upward(cwd)) return *found;
+    searched.push_back(fmt::format("{} and its parents", (cwd / kRelative).string()));
+  }
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    if (auto found = search_upward(exe.parent_path())) return *found;
+    searched.push_back(fmt::format("{}/... upward from the tessel binary", kRelative.string()));
+  }
+  throw UsageError(fmt::format("no config file given and the default {} was not found "
+                               "(searched: {}); pass a config path as the first argument, or set "
+                               "TESSEL_SOURCE_DIR to the tessel source tree",
+                               kRelative.string(), fmt::join(searched, "; ")));
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,106 @@
+// `tessel run -n N [--hostfile F] [--mpirun PATH] -- ARGS...`: starts N ranks
+// of this same tessel binary through mpirun, for people who do not know
+// mpirun's flags (dist/launcher.h lists them and says why each is there). The
+// process is replaced by mpirun, so its exit code — the first failing rank's —
+// is the command's exit code.
+#include <sched.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "dist/launcher.h"
+
+namespace tessel::cli {
+
+namespace {
+
+struct RunArgs {
+  int num_ranks = 0;
+  std::string hostfile;
+  std::string mpirun = "mpirun";
+  std::vector<std::string> program_args;
+};
+
+// Cores this process may run on (respects taskset/cgroup cpusets, unlike
+// hardware_concurrency).
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void run_launch(const RunArgs& args) {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
+      throw UsageError(fmt::format("tessel run is already inside an MPI launch ({}={}); run "
+                                   "`tessel {}` directly under your launcher instead",
+                                   var, v, fmt::join(args.program_args, " ")));
+    }
+  }
+  if (args.program_args.empty()) {
+    throw UsageError("tessel run needs the tessel command to start after `--`, e.g. "
+                     "`tessel run -n 2 -- train examples/configs/sft.yaml`");
+  }
+  if (!args.hostfile.empty() && !std::filesystem::is_regular_file(args.hostfile)) {
+    throw UsageError(fmt::format("--hostfile {}: no such file (one line per node: `hostname "
+                                 "slots=N`)",
+                                 args.hostfile));
+  }
+  const std::string mpirun = dist::find_executable(args.mpirun);
+  if (mpirun.empty()) {
+    throw Error(fmt::format("{} not found{}: tessel run starts ranks through Open MPI's "
+                            "launcher. Install it (Debian: apt-get install openmpi-bin), pass "
+                            "--mpirun /path/to/mpirun, or start the ranks with your own "
+                            "launcher: mpirun -np {} tessel {}",
+                            args.mpirun,
+                            args.mpirun.find('/') == std::string::npos ? " on PATH" : "",
+                            args.num_ranks, fmt::join(args.program_args, " ")));
+  }
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error(fmt::format("cannot find the tessel binary (/proc/self/exe): {}", ec.message()));
+
+  dist::LaunchOptions options;
+  options.num_ranks = args.num_ranks;
+  options.hostfile = args.hostfile;
+  options.mpirun = mpirun;
+  options.program = self.string();
+  options.program_args = args.program_args;
+  options.as_root = ::geteuid() == 0;
+  options.local_cores = usable_cores();
+  options.forward_env = dist::tessel_env_names();
+  const std::vector<std::string> argv = dist::mpirun_command(options);
+  std::fprintf(stderr, "tessel run: %s\n", fmt::format("{}", fmt::join(argv, " ")).c_str());
+  dist::exec_command(argv);
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Start N ranks of tessel through mpirun: tessel run -n 4 -- train CONFIG [overrides]. "
+      "Adds the flags a CPU run needs (--bind-to none, one BLAS/OpenMP thread per rank, "
+      "--oversubscribe beyond the local cores, --allow-run-as-root as root). For several "
+      "machines pass --hostfile (see docs/launch.md).");
+  cmd->add_option("-n,--np", args->num_ranks, "number of ranks")->required()->check(
+      CLI::PositiveNumber);
+  cmd->add_option("--hostfile", args->hostfile, "mpirun host file (one line per node)");
+  cmd->add_option("--mpirun", args->mpirun, "the mpirun to use (default: mpirun on PATH)");
+  cmd->add_option("args", args->program_args, "the tessel command line, after --");
+  cmd->callback([args] { run_launch(*args); });
+}
+
+}  // namespace tessel::cli

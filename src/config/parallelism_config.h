@@ -1,0 +1,52 @@
+// The parallel layout of a run, read from `policy.dtensor_cfg` and
+// `cluster` (the reference recipe's keys). This is the typed view the mesh,
+// plan and FSDP layers consume; it checks types and spelling (an unknown key
+// under dtensor_cfg is an error with a suggestion, since a typo there would
+// otherwise silently train with the default layout) and that sizes are
+// positive. Cross-field rules (divisibility by the world size, HSDP needs
+// `_v2`) belong to the device mesh, which knows the world size.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+
+namespace tessel::config {
+
+// `custom_parallel_plan`: either a reference to a plan elsewhere (a dotted
+// import-like path, `file.yaml:name` or `lib.so:symbol`; parsed by the plan
+// layer) or a mapping written inline (module pattern -> style).
+struct CustomPlanSpec {
+  std::string reference;            // empty for an inline plan
+  std::optional<Config> inline_plan;  // set for an inline plan
+  bool is_inline() const { return inline_plan.has_value(); }
+};
+
+struct ParallelismConfig {
+  bool v2 = false;  // `_v2`; the reference treats a missing key as false
+  bool enabled = true;
+  int64_t tensor_parallel_size = 1;
+  int64_t context_parallel_size = 1;
+  int64_t expert_parallel_size = 1;
+  int64_t dp_replicate_size = 1;
+  bool sequence_parallel = false;
+  bool activation_checkpointing = false;
+  bool cpu_offload = false;
+  std::optional<CustomPlanSpec> custom_parallel_plan;  // null / absent -> none
+  int64_t num_nodes = 1;
+  int64_t gpus_per_node = 1;  // processes per node on CPU
+  // The config file the run was loaded from ("" if built in code): file
+  // references in custom_parallel_plan are searched relative to it.
+  std::string config_path;
+
+  int64_t world_size() const { return num_nodes * gpus_per_node; }
+};
+
+// Reads `policy.dtensor_cfg` (optional: all defaults when absent) and
+// `cluster` (optional). UsageError naming the key on a wrong type, an
+// unknown key or a size below 1.
+ParallelismConfig parallelism_from(const Config& config);
+
+}  // namespace tessel::config

@@ -1,0 +1,150 @@
+#include "config/suggest.h"
+
+#include <algorithm>
+#include <map>
+
+#include "config/config.h"
+
+namespace tessel::config {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+namespace {
+
+void collect(const Config& node, const std::string& prefix, std::vector<std::string>& out) {
+  auto join = [&](const std::string& key) { return prefix.empty() ? key : prefix + "." + key; };
+  if (node.is_map()) {
+    for (const auto& [key, child] : node.entries()) {
+      std::string path = join(key);  // a copy: `out` may reallocate below
+      out.push_back(path);
+      collect(child, path, out);
+    }
+  } else if (node.is_list()) {
+    for (size_t i = 0; i < node.items().size(); ++i) {
+      std::string path = join(std::to_string(i));
+      out.push_back(path);
+      collect(node.items()[i], path, out);
+    }
+  }
+}
+
+// A typo is "close" when it changes at most about a quarter of the name
+// (at least 2 edits, so short keys still get suggestions).
+size_t tolerance(size_t length) { return std::max<size_t>(2, length / 4); }
+
+// Best first; drop candidates much worse than the best (a one-letter typo
+// should not also suggest every key of similar length).
+std::vector<std::string> best_of(std::vector<std::pair<size_t, std::string>> ranked,
+                                 size_t max_count) {
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  for (const auto& [d, name] : ranked) {
+    if (out.size() >= max_count || d > ranked.front().first + 2) break;
+    out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> all_paths(const Config& root) {
+  std::vector<std::string> out;
+  collect(root, "", out);
+  return out;
+}
+
+std::vector<std::string> closest_keys(const Config& root, std::string_view path,
+                                      size_t max_count) {
+  // Best score per candidate; lower is better.
+  std::map<std::string, size_t> score;
+  auto offer = [&](const std::string& candidate, size_t s) {
+    auto it = score.find(candidate);
+    if (it == score.end() || s < it->second) score[candidate] = s;
+  };
+  std::vector<std::string> paths = all_paths(root);
+  std::vector<std::string> segments;
+  try {
+    segments = split_path(path);
+  } catch (...) {
+    segments = {std::string(path)};
+  }
+
+  // 1. Whole dotted paths.
+  for (const auto& p : paths) {
+    size_t d = edit_distance(path, p);
+    if (d <= tolerance(segments.back().size())) offer(p, d);
+  }
+  // 2. Siblings under the deepest existing parent.
+  const Config* node = &root;
+  std::string prefix;
+  size_t depth = 0;
+  for (; depth + 1 < segments.size(); ++depth) {
+    const Config* next = node->find(segments[depth]);
+    if (!next) break;
+    node = next;
+    prefix += (prefix.empty() ? "" : ".") + segments[depth];
+  }
+  if (node->is_map()) {
+    const std::string& missing = segments[depth];
+    std::string rest;  // segments after the missing one
+    for (size_t i = depth + 1; i < segments.size(); ++i) rest += "." + segments[i];
+    for (const auto& [key, child] : node->entries()) {
+      size_t d = edit_distance(missing, key);
+      if (d > tolerance(missing.size())) continue;
+      std::string fixed = prefix.empty() ? key : prefix + "." + key;
+      // Prefer the whole corrected path; a bare parent is a weaker hint.
+      if (!rest.empty() && root.has(fixed + rest)) {
+        offer(fixed + rest, d);
+      } else {
+        offer(fixed, rest.empty() ? d : d + 1);
+      }
+    }
+  }
+  // 3. The user left out a prefix: existing paths ending in ".<path>".
+  std::string suffix = "." + std::string(path);
+  for (const auto& p : paths) {
+    if (p.size() > suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      offer(p, 1);
+    }
+  }
+
+  std::vector<std::pair<size_t, std::string>> ranked;
+  for (const auto& [candidate, s] : score) {
+    if (candidate != path) ranked.emplace_back(s, candidate);
+  }
+  return best_of(std::move(ranked), max_count);
+}
+
+std::vector<std::string> closest_names(const std::vector<std::string>& names,
+                                       std::string_view name, size_t max_count) {
+  std::vector<std::pair<size_t, std::string>> ranked;
+  for (const auto& n : names) {
+    size_t d = edit_distance(name, n);
+    if (d <= tolerance(name.size()) && n != name) ranked.emplace_back(d, n);
+  }
+  return best_of(std::move(ranked), max_count);
+}
+
+std::string did_you_mean(const std::vector<std::string>& candidates) {
+  if (candidates.empty()) return "";
+  std::string out = " Did you mean ";
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (i > 0) out += (i + 1 == candidates.size()) ? " or " : ", ";
+    out += "'" + candidates[i] + "'";
+  }
+  return out + "?";
+}
+
+}  // namespace tessel::config

@@ -1,0 +1,46 @@
+// DeviceMesh: the communicators of a validated MeshLayout. It is the single
+// authority on process groups for a run: FSDP, tensor parallelism, the data
+// loader and the loss all take their group from one DeviceMesh passed to them
+// explicitly (no global registry), so every part of a step agrees on who
+// shards, who replicates and who splits the batch.
+//
+// Construction is collective over the world communicator: it splits one
+// sub-communicator per named group (MeshLayout::group_specs(), in that fixed
+// order), so every rank must construct its mesh at the same point.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "dist/communicator.h"
+#include "dist/mesh_layout.h"
+
+namespace tessel::dist {
+
+class DeviceMesh {
+ public:
+  // `world` must have layout.world_size() ranks (tessel::Error otherwise,
+  // naming both sizes: the launcher and the config disagree).
+  DeviceMesh(MeshLayout layout, CommunicatorPtr world);
+
+  const MeshLayout& layout() const { return layout_; }
+  const CommunicatorPtr& world() const { return world_; }
+
+  // The communicator of this rank's group of that name ("tp", "cp",
+  // "dp_replicate", "dp_shard", "dp_shard_cp", "dp", "dp_cp"); UsageError
+  // listing the names for an unknown one.
+  const CommunicatorPtr& group(std::string_view name) const;
+  // Ranks in each group of that name.
+  int size(std::string_view name) const { return layout_.size(name); }
+  // This rank's position in its group of that name; for a single dim ("tp",
+  // "dp_shard", ...) that is its coordinate along the dim.
+  int coordinate(std::string_view name) const;
+
+ private:
+  MeshLayout layout_;
+  CommunicatorPtr world_;
+  std::map<std::string, CommunicatorPtr, std::less<>> groups_;
+};
+
+}  // namespace tessel::dist

@@ -1,0 +1,265 @@
+#include "dist/mpi_communicator.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "dist/algorithms.h"
+#include "dist/mpi_types.h"
+#include "dist/validation.h"
+
+namespace tessel::dist {
+namespace {
+
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }
+
+// out[i] = reduce over c of chunks[c][i]: one pass over the received chunks,
+// in rank order, so every rank computes bitwise the same value.
+void reduce_chunks(const at::Tensor& out, const at::Tensor& chunks, ReduceOp op) {
+  const int64_t dim = 0;
+  at::Tensor result = out;  // the out= API takes a non-const reference
+  if (op == ReduceOp::Sum) {
+    at::sum_out(result, chunks, at::IntArrayRef(&dim, 1), false, out.scalar_type());
+  } else {
+    at::amax_out(result, chunks, at::IntArrayRef(&dim, 1), false);
+  }
+}
+
+at::Tensor scratch_view(void* data, int64_t rows, int64_t cols, at::ScalarType dtype) {
+  return at::from_blob(data, {rows, cols}, at::TensorOptions().dtype(dtype));
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, int rank, std::vector<int> world_ranks,
+                                 const std::string& name, std::chrono::milliseconds timeout)
+    : CommunicatorBase(rank, std::move(world_ranks), name, timeout), comm_(comm) {}
+
+MpiCommunicator::~MpiCommunicator() {
+  // Freed in queue order after the collectives still using it; skipped after
+  // shutdown() (MPI is finalized then).
+  CommThread& thread = CommThread::instance();
+  if (!thread.running()) return;
+  CommTask task;
+  task.collective = "communicator free";
+  task.group = name();
+  task.timeout = timeout();
+  MPI_Comm comm = comm_;
+  task.body = [comm](Progress&) mutable { MPI_Comm_free(&comm); };
+  try {
+    thread.submit(std::move(task));
+  } catch (...) {
+    // shutdown() raced with us: MPI_Finalize releases the communicator.
+  }
+}
+
+WorkPtr MpiCommunicator::submit(const char* collective, std::function<void(Progress&)> body) {
+  auto work = std::make_shared<AsyncWork>();
+  CommTask task;
+  task.collective = collective;
+  task.group = name();
+  task.timeout = timeout();
+  task.body = std::move(body);
+  task.work = work;
+  CommThread::instance().submit(std::move(task));
+  return work;
+}
+
+WorkPtr MpiCommunicator::all_gather_into_async(const at::Tensor& out, const at::Tensor& in) {
+  check_all_gather(name(), size(), rank(), out, in);
+  check_cpu("all_gather", name(), out, "out");
+  check_cpu("all_gather", name(), in, "in");
+  record(CollectiveKind::AllGather, static_cast<int64_t>(in.nbytes()));
+  const MpiMoveType mt = mpi_move_type(in.scalar_type());
+  const int count = mpi_count(in.numel() * mt.units_per_element, "all_gather", name());
+  mpi_count(out.numel() * mt.units_per_element, "all_gather", name());
+  const bool in_place = in.numel() > 0 && static_cast<const char*>(in.data_ptr()) ==
+                                              static_cast<const char*>(out.data_ptr()) +
+                                                  static_cast<int64_t>(rank()) * in.nbytes();
+  MPI_Comm comm = comm_;
+  return submit("all_gather", [=](Progress& p) {
+    if (count == 0) return;
+    MPI_Request request;
+    MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data_ptr(), count, mt.type, out.data_ptr(), count,
+                   mt.type, comm, &request);
+    p.wait(request);
+  });
+}
+
+WorkPtr MpiCommunicator::reduce_scatter_from_async(const at::Tensor& out, const at::Tensor& in,
+                                                   ReduceOp op) {
+  check_reduce_scatter(name(), size(), out, in);
+  check_cpu("reduce_scatter", name(), out, "out");
+  check_cpu("reduce_scatter", name(), in, "in");
+  record(CollectiveKind::ReduceScatter, static_cast<int64_t>(in.nbytes()));
+  const MPI_Datatype reduce_type = mpi_reduce_type(in.scalar_type());
+  const bool native_ok = reduce_type != MPI_DATATYPE_NULL && !bytes_overlap(out, in);
+  const auto algorithm = resolve(algorithms().reduce_scatter, native_ok,
+                                 static_cast<int64_t>(in.nbytes()), size());
+  const MpiMoveType mt = mpi_move_type(in.scalar_type());
+  const int64_t n = out.numel();
+  const int count = mpi_count(n * mt.units_per_element, "reduce_scatter", name());
+  mpi_count(in.numel() * mt.units_per_element, "reduce_scatter", name());
+  const int group_size = size();
+  MPI_Comm comm = comm_;
+  if (algorithm == ReduceScatterAlgorithm::Native) {
+    return submit("reduce_scatter", [=](Progress& p) {
+      if (n == 0) return;
+      MPI_Request request;
+      MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), count, reduce_type, mpi_op(op),
+                                comm, &request);
+      p.wait(request);
+    });
+  }
+  // All-to-all moves chunk r of every rank to rank r, which then reduces the
+  // `size` chunks locally: one pass of communication, one of arithmetic, and
+  // works for every dtype (MPI cannot add bf16/fp16).
+  return submit("reduce_scatter", [=](Progress& p) {
+    if (n == 0) return;
+    void* scratch = p.scratch(static_cast<int64_t>(in.nbytes()));
+    MPI_Request request;
+    MPI_Ialltoall(in.data_ptr(), count, mt.type, scratch, count, mt.type, comm, &request);
+    p.wait(request);
+    reduce_chunks(out.view(-1), scratch_view(scratch, group_size, n, in.scalar_type()), op);
+  });
+}
+
+WorkPtr MpiCommunicator::all_reduce_async(const at::Tensor& tensor, ReduceOp op) {
+  check_all_reduce(name(), tensor);
+  check_cpu("all_reduce", name(), tensor, "tensor");
+  record(CollectiveKind::AllReduce, static_cast<int64_t>(tensor.nbytes()));
+  const MPI_Datatype reduce_type = mpi_reduce_type(tensor.scalar_type());
+  const auto algorithm = resolve(algorithms().all_reduce, reduce_type != MPI_DATATYPE_NULL,
+                                 static_cast<int64_t>(tensor.nbytes()), size());
+  const int64_t numel = tensor.numel();
+  const MpiMoveType mt = mpi_move_type(tensor.scalar_type());
+  const int count = mpi_count(numel * mt.units_per_element, "all_reduce", name());
+  MPI_Comm comm = comm_;
+  if (algorithm == AllReduceAlgorithm::Native) {
+    return submit("all_reduce", [=](Progress& p) {
+      if (numel == 0) return;
+      MPI_Request request;
+      MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduce_type, mpi_op(op), comm,
+                     &request);
+      p.wait(request);
+    });
+  }
+  // Reduce-scatter + all-gather over ceil(numel / size)-element chunks (the
+  // last ones shorter or empty), in place: each element is reduced once, by
+  // its owner, so all ranks end bitwise equal.
+  const int group_size = size();
+  const int me = rank();
+  const int64_t chunk = (numel + group_size - 1) / group_size;
+  std::vector<int> counts(group_size), displs(group_size), recv_counts(group_size),
+      recv_displs(group_size);
+  for (int j = 0; j < group_size; ++j) {
+    const int64_t c = std::clamp<int64_t>(numel - j * chunk, 0, chunk);
+    counts[j] = static_cast<int>(c * mt.units_per_element);
+    displs[j] = static_cast<int>(j * chunk * mt.units_per_element);
+  }
+  for (int r = 0; r < group_size; ++r) {
+    recv_counts[r] = counts[me];
+    recv_displs[r] = r * counts[me];
+  }
+  const int64_t my_elements = std::clamp<int64_t>(numel - me * chunk, 0, chunk);
+  return submit("all_reduce", [=](Progress& p) {
+    if (numel == 0) return;
+    void* scratch =
+        p.scratch(group_size * my_elements * static_cast<int64_t>(tensor.element_size()));
+    MPI_Request request;
+    MPI_Ialltoallv(tensor.data_ptr(), counts.data(), displs.data(), mt.type, scratch,
+                   recv_counts.data(), recv_displs.data(), mt.type, comm, &request);
+    p.wait(request);
+    if (my_elements > 0) {
+      reduce_chunks(tensor.view(-1).narrow(0, me * chunk, my_elements),
+                    scratch_view(scratch, group_size, my_elements, tensor.scalar_type()), op);
+    }
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, tensor.data_ptr(), counts.data(),
+                    displs.data(), mt.type, comm, &request);
+    p.wait(request);
+  });
+}
+
+WorkPtr MpiCommunicator::all_to_all_async(const at::Tensor& out, const at::Tensor& in) {
+  check_all_to_all(name(), size(), out, in);
+  check_cpu("all_to_all", name(), out, "out");
+  check_cpu("all_to_all", name(), in, "in");
+  record(CollectiveKind::AllToAll, static_cast<int64_t>(in.nbytes()));
+  const MpiMoveType mt = mpi_move_type(in.scalar_type());
+  mpi_count(in.numel() * mt.units_per_element, "all_to_all", name());
+  const int count = static_cast<int>(in.numel() / size() * mt.units_per_element);
+  MPI_Comm comm = comm_;
+  return submit("all_to_all", [=](Progress& p) {
+    if (count == 0) return;
+    MPI_Request request;
+    MPI_Ialltoall(in.data_ptr(), count, mt.type, out.data_ptr(), count, mt.type, comm, &request);
+    p.wait(request);
+  });
+}
+
+WorkPtr MpiCommunicator::broadcast_async(const at::Tensor& tensor, int root) {
+  check_broadcast(name(), size(), tensor, root);
+  check_cpu("broadcast", name(), tensor, "tensor");
+  record(CollectiveKind::Broadcast, static_cast<int64_t>(tensor.nbytes()));
+  const MpiMoveType mt = mpi_move_type(tensor.scalar_type());
+  const int count = mpi_count(tensor.numel() * mt.units_per_element, "broadcast", name());
+  MPI_Comm comm = comm_;
+  return submit("broadcast", [=](Progress& p) {
+    if (count == 0) return;
+    MPI_Request request;
+    MPI_Ibcast(tensor.data_ptr(), count, mt.type, root, comm, &request);
+    p.wait(request);
+  });
+}
+
+WorkPtr MpiCommunicator::barrier_async() {
+  record(CollectiveKind::Barrier, 0);
+  MPI_Comm comm = comm_;
+  return submit("barrier", [=](Progress& p) {
+    MPI_Request request;
+    MPI_Ibarrier(comm, &request);
+    p.wait(request);
+  });
+}
+
+CommunicatorPtr MpiCommunicator::split(int color, int key, const std::string& name) {
+  TESSEL_CHECK(color >= 0,
+               "split of group '{}' into '{}': color {} is negative; every rank must pass a "
+               "color >= 0",
+               this->name(), name, color);
+  auto result = std::make_shared<CommunicatorPtr>();
+  const int group_size = size();
+  const int world_rank = world_ranks()[rank()];
+  const auto timeout = this->timeout();
+  MPI_Comm comm = comm_;
+  // The colors and keys travel first through a nonblocking all-gather, so a
+  // dead peer ends in the timeout message rather than a hang in the blocking
+  // MPI_Comm_split; the gathered table also names the new group's members.
+  submit("split", [=](Progress& p) {
+    int mine[3] = {color, key, world_rank};
+    std::vector<int> all(3 * group_size);
+    MPI_Request request;
+    MPI_Iallgather(mine, 3, MPI_INT, all.data(), 3, MPI_INT, comm, &request);
+    p.wait(request);
+    MPI_Comm sub;
+    MPI_Comm_split(comm, color, key, &sub);
+    std::vector<std::pair<int, int>> members;  // (key, parent rank), MPI's order
+    for (int r = 0; r < group_size; ++r) {
+      if (all[3 * r] == color) members.emplace_back(all[3 * r + 1], r);
+    }
+    std::sort(members.begin(), members.end());
+    std::vector<int> world_ranks;
+    int sub_rank = -1;
+    for (const auto& [k, r] : members) {
+      if (all[3 * r + 2] == world_rank) sub_rank = static_cast<int>(world_ranks.size());
+      world_ranks.push_back(all[3 * r + 2]);
+    }
+    *result = std::make_shared<MpiCommunicator>(sub, sub_rank, std::move(world_ranks), name,
+                                                timeout);
+  })->wait();
+  return *result;
+}
+
+}  // namespace tessel::dist

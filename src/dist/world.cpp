@@ -1,0 +1,129 @@
+// world() and shutdown(): choose the backend from how the process was
+// launched, initialize MPI with a thread level the communication thread can
+// use, and size libtorch's intra-op pool so ranks sharing a machine do not
+// oversubscribe its cores.
+#include "dist/mpi_c.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "dist/comm_thread.h"
+#include "dist/communicator.h"
+#include "dist/mpi_communicator.h"
+#include "dist/single_process_communicator.h"
+#include "dist/timeout.h"
+
+namespace tessel::dist {
+namespace {
+
+struct WorldState {
+  std::mutex mutex;
+  CommunicatorPtr world;
+  bool mpi_initialized = false;
+  bool shut_down = false;
+};
+
+WorldState& state() {
+  static auto* s = new WorldState();  // never destroyed: see CommThread::instance()
+  return *s;
+}
+
+// A positive integer from the environment, or `fallback` when unset.
+int env_int(const char* name, int fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  if (end == env || *end != '\0' || value <= 0 || value > 1 << 20) {
+    throw UsageError(fmt::format("{}='{}' is not a positive integer; fix or unset it", name, env));
+  }
+  return static_cast<int>(value);
+}
+
+// World size announced by the launcher (OpenMPI, then MPICH/PMI, then PMIx).
+int launcher_world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    const int size = env_int(name, 0);
+    if (size > 0) return size;
+  }
+  return 1;
+}
+
+void set_compute_threads(bool multi_rank) {
+  const int requested = env_int("TESSEL_NUM_THREADS", 0);
+  if (requested > 0) {
+    at::set_num_threads(requested);
+    return;
+  }
+  if (!multi_rank) return;  // libtorch's default (honours OMP_NUM_THREADS)
+  const int local_ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("MPI_LOCALNRANKS", 1));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(std::max(1, cores / local_ranks));
+}
+
+CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  state().mpi_initialized = true;
+  TESSEL_CHECK(provided >= MPI_THREAD_SERIALIZED,
+               "the MPI library provides thread level {} but tessel needs at least "
+               "MPI_THREAD_SERIALIZED ({}) for its communication thread; use an MPI built with "
+               "thread support",
+               provided, MPI_THREAD_SERIALIZED);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // A private copy keeps tessel's collectives apart from any MPI calls the
+  // program makes on MPI_COMM_WORLD itself (the benchmark does).
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  std::vector<int> ranks(size);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  CommThread::instance().start(rank);
+  return std::make_shared<MpiCommunicator>(comm, rank, std::move(ranks), "world", timeout);
+}
+
+}  // namespace
+
+CommunicatorPtr world() {
+  WorldState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.world) return s.world;
+  TESSEL_CHECK(!s.shut_down,
+               "tessel::dist::world() called after tessel::dist::shutdown(); MPI cannot be "
+               "initialized twice, so shut down only at the end of the program");
+  const auto timeout = default_collective_timeout();
+  const bool multi_rank = launcher_world_size() > 1;
+  set_compute_threads(multi_rank);
+  if (multi_rank) {
+    s.world = make_mpi_world(timeout);
+  } else {
+    auto single = std::make_shared<SingleProcessCommunicator>();
+    single->set_timeout(timeout);
+    s.world = single;
+  }
+  log::set_rank(s.world->rank(), s.world->size());
+  return s.world;
+}
+
+void shutdown() {
+  WorldState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.shut_down || !s.world) return;
+  s.shut_down = true;
+  CommThread::instance().stop();  // finishes the queued collectives first
+  s.world.reset();
+  if (s.mpi_initialized) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+}
+
+}  // namespace tessel::dist

@@ -1,0 +1,83 @@
+// The user-facing options of fully_shard (PyTorch FSDP2's _fsdp_api): which
+// ranks shard and replicate the parameters (FSDPMesh), when unsharded
+// parameters are freed (reshard_after_forward) and in which dtypes FSDP
+// gathers, computes and reduces (MixedPrecisionPolicy). SPEC section 4.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <variant>
+
+#include "dist/communicator.h"
+
+namespace tessel::fsdp {
+
+// Sharded master parameters, their gradients and the optimizer state are
+// always fp32; these dtypes only change the unsharded copies and the
+// reduction. The reference setting is bf16 / fp32 / fp32.
+struct MixedPrecisionPolicy {
+  // dtype of the all-gather and of the unsharded parameters used in compute
+  // (floating inputs of a sharded module are cast to it). nullopt: fp32.
+  std::optional<at::ScalarType> param_dtype;
+  // dtype of the gradient reduce-scatter / all-reduce. nullopt: param_dtype.
+  std::optional<at::ScalarType> reduce_dtype;
+  // Floating outputs of a sharded module are cast to it. nullopt: unchanged.
+  std::optional<at::ScalarType> output_dtype;
+};
+
+// The groups a parameter group is sharded and replicated over. From a device
+// mesh: shard = group("dp_shard_cp"), replicate = group("dp_replicate").
+class FSDPMesh {
+ public:
+  FSDPMesh() = default;
+  // `replicate` may be null (pure FSDP). HSDP when replicate->size() > 1.
+  explicit FSDPMesh(dist::CommunicatorPtr shard, dist::CommunicatorPtr replicate = nullptr);
+
+  const dist::CommunicatorPtr& shard() const { return shard_; }
+  const dist::CommunicatorPtr& replicate() const { return replicate_; }
+  bool is_hybrid() const { return replicate_ && replicate_->size() > 1; }
+  int shard_size() const { return shard_->size(); }
+  int replicate_size() const { return replicate_ ? replicate_->size() : 1; }
+
+  // Gradients are SUM-reduced, then divided by this (SPEC 4: never a backend
+  // AVG). Default replicate x shard, which includes cp when the shard group is
+  // dp_shard_cp. Set it when the loss is normalised differently.
+  int64_t gradient_divide_factor() const;
+  void set_gradient_divide_factor(int64_t factor);
+
+  // The k-rank subgroup of the shard group (consecutive shard ranks
+  // [k*(r/k), k*(r/k)+k)) that reshard_after_forward = k keeps its slice
+  // over. Collective on first use for a given k (every shard rank must ask
+  // for the same k in the same order); cached, shared by copies of this mesh.
+  dist::CommunicatorPtr post_forward_group(int k) const;
+
+ private:
+  dist::CommunicatorPtr shard_;
+  dist::CommunicatorPtr replicate_;
+  int64_t divide_factor_ = 0;  // 0: replicate x shard
+  struct Cache {
+    std::mutex mutex;
+    std::map<int, dist::CommunicatorPtr> post_forward;
+  };
+  std::shared_ptr<Cache> cache_ = std::make_shared<Cache>();
+};
+
+struct FSDPOptions {
+  // true: free the unsharded parameters after forward, re-gather in backward.
+  // false: keep them until the end of backward (no backward all-gather).
+  // int k: keep a 1/k slice (the unsharded data sharded again over a k-rank
+  //   subgroup of the shard group, k dividing its size) and re-gather it from
+  //   that subgroup in backward: less memory than false, a cheaper (e.g.
+  //   intra-node) gather than true. k == 1 means false, k == shard size true.
+  // The root group (the outermost fully_shard module) is never resharded after
+  // forward: its backward starts right away.
+  std::variant<bool, int> reshard_after_forward = true;
+  MixedPrecisionPolicy mp_policy;
+};
+
+}  // namespace tessel::fsdp

@@ -1,0 +1,57 @@
+#include "fsdp/fsdp_collectives.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tessel::fsdp {
+
+void copy_out_gathered(const std::vector<FSDPParam*>& params, const at::Tensor& gathered,
+                       const at::Tensor& unsharded, int world, int64_t local_numel) {
+  at::NoGradGuard no_grad;
+  at::Tensor by_rank = gathered.view({world, local_numel});
+  for (const FSDPParam* p : params) {
+    const int64_t n = p->padded_shard_numel();
+    if (n == 0) continue;
+    // [W, n] block of the unsharded buffer <- column slice of the rank-major rows
+    unsharded.narrow(0, world * p->shard_offset(), world * n)
+        .view({world, n})
+        .copy_(by_rank.narrow(1, p->shard_offset(), n));
+  }
+}
+
+at::Tensor pack_for_reduce_scatter(const std::vector<FSDPParam*>& params,
+                                   const std::vector<at::Tensor>& grads, int world,
+                                   int64_t local_numel, at::ScalarType dtype) {
+  at::NoGradGuard no_grad;
+  TESSEL_CHECK(params.size() == grads.size(), "FSDP: {} params but {} grads", params.size(),
+               grads.size());
+  at::Tensor packed = at::zeros({world, local_numel}, at::TensorOptions().dtype(dtype));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const FSDPParam& p = *params[i];
+    if (!grads[i].defined()) continue;
+    TESSEL_CHECK(grads[i].numel() == p.numel(),
+                 "FSDP: gradient of '{}' has {} elements, expected {}", p.fqn(), grads[i].numel(),
+                 p.numel());
+    at::Tensor rows = grads[i].reshape({p.dim0(), p.row_numel()});
+    for (int r = 0; r < world; ++r) {
+      const int64_t begin = std::min(p.dim0(), r * p.padded_rows());
+      const int64_t count = std::min(p.dim0(), begin + p.padded_rows()) - begin;
+      if (count <= 0) continue;
+      packed[r]
+          .narrow(0, p.shard_offset(), count * p.row_numel())
+          .view({count, p.row_numel()})
+          .copy_(rows.narrow(0, begin, count));
+    }
+  }
+  return packed.view({world * local_numel});
+}
+
+at::Tensor shard_view(const FSDPParam& param, const at::Tensor& local_buffer) {
+  return local_buffer.narrow(0, param.shard_offset(), param.local_rows() * param.row_numel())
+      .view(param.sharded_shape());
+}
+
+}  // namespace tessel::fsdp

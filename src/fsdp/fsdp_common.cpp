@@ -1,0 +1,69 @@
+#include "fsdp/fsdp_common.h"
+
+#include <c10/core/StorageImpl.h>
+
+#include "core/error.h"
+
+namespace tessel::fsdp {
+
+const char* to_string(TrainingState state) {
+  switch (state) {
+    case TrainingState::Idle:
+      return "Idle";
+    case TrainingState::Forward:
+      return "Forward";
+    case TrainingState::PreBackward:
+      return "PreBackward";
+    case TrainingState::PostBackward:
+      return "PostBackward";
+  }
+  return "?";
+}
+
+const char* to_string(ShardedState state) {
+  switch (state) {
+    case ShardedState::Sharded:
+      return "Sharded";
+    case ShardedState::ShardedPostForward:
+      return "ShardedPostForward";
+    case ShardedState::Unsharded:
+      return "Unsharded";
+  }
+  return "?";
+}
+
+int64_t tensor_bytes(const at::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
+
+// The StorageImpl is kept (views and saved tensors point at it); only its data
+// pointer changes. This is what at::native::resize_bytes_cpu does, written
+// against the storage's own allocator so it works for any device.
+void free_storage(const at::Tensor& t) {
+  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  if (impl->nbytes() == 0) return;
+  TESSEL_CHECK(impl->allocator() != nullptr, "FSDP: cannot free a storage without allocator");
+  impl->set_data_ptr_noswap(impl->allocator()->allocate(0));
+  impl->set_nbytes(static_cast<size_t>(0));
+}
+
+bool storage_is_allocated(const at::Tensor& t) { return t.storage().nbytes() > 0; }
+
+void alloc_storage(const at::Tensor& t) {
+  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>((t.storage_offset() + t.numel()) *
+                                           static_cast<int64_t>(t.element_size()));
+  if (impl->nbytes() >= bytes) return;
+  TESSEL_CHECK(impl->allocator() != nullptr, "FSDP: cannot allocate a storage without allocator");
+  impl->set_data_ptr_noswap(impl->allocator()->allocate(bytes));
+  impl->set_nbytes(bytes);
+}
+
+void MemoryTracker::allocated(int64_t bytes) {
+  current_ += bytes;
+  if (current_ > peak_) peak_ = current_;
+}
+
+void MemoryTracker::freed(int64_t bytes) { current_ -= bytes; }
+
+}  // namespace tessel::fsdp

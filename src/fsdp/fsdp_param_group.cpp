@@ -1,0 +1,248 @@
+#include "fsdp/fsdp_param_group.h"
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+#include "fsdp/fsdp_collectives.h"
+#include "nn/module.h"
+
+namespace tessel::fsdp {
+
+FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSDPParam>> params,
+                               const std::vector<at::Tensor>& originals, FSDPMesh mesh,
+                               const FSDPOptions& options)
+    : name_(std::move(name)),
+      params_(std::move(params)),
+      mesh_(std::move(mesh)),
+      world_(mesh_.shard_size()) {
+  TESSEL_CHECK(params_.size() == originals.size(), "FSDP: {} params but {} originals",
+               params_.size(), originals.size());
+  const auto& mp = options.mp_policy;
+  param_dtype_ = mp.param_dtype.value_or(at::kFloat);
+  reduce_dtype_ = mp.reduce_dtype.value_or(param_dtype_);
+  TESSEL_CHECK(at::isFloatingType(param_dtype_) && at::isFloatingType(reduce_dtype_),
+               "fully_shard({}): param_dtype and reduce_dtype must be floating types", name_);
+
+  if (const bool* reshard = std::get_if<bool>(&options.reshard_after_forward)) {
+    post_forward_mode_ = *reshard ? PostForward::Reshard : PostForward::Keep;
+  } else {
+    const int k = std::get<int>(options.reshard_after_forward);
+    if (k < 1 || world_ % k != 0) {
+      throw UsageError(fmt::format(
+          "fully_shard({}): reshard_after_forward = {} must divide the shard group size {} "
+          "(or be true / false)",
+          name_, k, world_));
+    }
+    post_forward_mode_ = k == 1        ? PostForward::Keep
+                         : k == world_ ? PostForward::Reshard
+                                       : PostForward::KeepSlice;
+    if (post_forward_mode_ == PostForward::KeepSlice)
+      post_forward_comm_ = mesh_.post_forward_group(k);
+  }
+
+  for (auto& p : params_) {
+    p->set_shard_offset(local_numel_);
+    local_numel_ += p->padded_shard_numel();
+    param_ptrs_.push_back(p.get());
+  }
+  at::NoGradGuard no_grad;
+  local_flat_ = at::zeros({local_numel_}, at::TensorOptions().dtype(at::kFloat));
+  unsharded_flat_ = at::empty({world_ * local_numel_}, at::TensorOptions().dtype(param_dtype_));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i]->init_sharded(local_flat_, originals[i]);
+    params_[i]->init_unsharded(unsharded_flat_, world_);
+    params_[i]->sharded_param().set_requires_grad(originals[i].requires_grad());
+    params_[i]->unsharded_param().set_requires_grad(originals[i].requires_grad());
+  }
+  free_storage(unsharded_flat_);
+}
+
+const dist::CommunicatorPtr& FSDPParamGroup::post_forward_group() const {
+  return post_forward_comm_ ? post_forward_comm_ : mesh_.shard();
+}
+
+void FSDPParamGroup::set_memory_tracker(std::shared_ptr<MemoryTracker> tracker) {
+  const int64_t live = memory_->current();
+  memory_->freed(live);
+  memory_ = std::move(tracker);
+  memory_->allocated(live);
+}
+
+// --- unshard / reshard -------------------------------------------------------
+
+void FSDPParamGroup::unshard() {
+  if (sharded_state_ == ShardedState::Unsharded || in_flight_) return;
+  at::NoGradGuard no_grad;
+  if (sharded_state_ == ShardedState::ShardedPostForward) {
+    // Re-gather the slices kept after forward straight into the unsharded buffer.
+    alloc_storage(unsharded_flat_);
+    track_alloc(unsharded_param_bytes());
+    auto work = post_forward_comm_->all_gather_into_async(unsharded_flat_, post_forward_slice_);
+    in_flight_ = InFlight{std::move(work), post_forward_slice_, unsharded_flat_, true};
+    return;
+  }
+  at::Tensor input = param_dtype_ == at::kFloat ? local_flat_ : local_flat_.to(param_dtype_);
+  at::Tensor gathered = at::empty({world_ * local_numel_}, input.options());
+  track_alloc(tensor_bytes(gathered));
+  auto work = mesh_.shard()->all_gather_into_async(gathered, input);
+  in_flight_ = InFlight{std::move(work), std::move(input), std::move(gathered), false};
+}
+
+void FSDPParamGroup::wait_for_unshard() {
+  if (!in_flight_) return;
+  at::NoGradGuard no_grad;
+  InFlight op = std::move(*in_flight_);
+  in_flight_.reset();
+  op.work->wait();
+  if (op.from_post_forward_slice) {
+    track_free(tensor_bytes(post_forward_slice_));
+    post_forward_slice_ = at::Tensor();
+  } else {
+    alloc_storage(unsharded_flat_);
+    track_alloc(unsharded_param_bytes());
+    copy_out_gathered(param_ptrs_, op.output, unsharded_flat_, world_, local_numel_);
+    track_free(tensor_bytes(op.output));
+  }
+  sharded_state_ = ShardedState::Unsharded;
+}
+
+void FSDPParamGroup::reshard() {
+  wait_for_unshard();
+  if (sharded_state_ == ShardedState::Unsharded) {
+    free_storage(unsharded_flat_);
+    track_free(unsharded_param_bytes());
+  }
+  if (post_forward_slice_.defined()) {
+    track_free(tensor_bytes(post_forward_slice_));
+    post_forward_slice_ = at::Tensor();
+  }
+  sharded_state_ = ShardedState::Sharded;
+}
+
+void FSDPParamGroup::post_forward_reshard() {
+  if (post_forward_mode_ == PostForward::Keep) return;
+  if (post_forward_mode_ == PostForward::Reshard) {
+    reshard();
+    return;
+  }
+  wait_for_unshard();
+  if (sharded_state_ != ShardedState::Unsharded) return;
+  at::NoGradGuard no_grad;
+  const int64_t piece = world_ * local_numel_ / post_forward_comm_->size();
+  post_forward_slice_ =
+      unsharded_flat_.narrow(0, post_forward_comm_->rank() * piece, piece).clone();
+  track_alloc(tensor_bytes(post_forward_slice_));
+  free_storage(unsharded_flat_);
+  track_free(unsharded_param_bytes());
+  sharded_state_ = ShardedState::ShardedPostForward;
+}
+
+void FSDPParamGroup::use_unsharded_params() {
+  for (FSDPParam* p : param_ptrs_) {
+    for (auto& r : p->registrations()) r.module->replace_parameter(r.name, p->unsharded_param());
+  }
+}
+
+void FSDPParamGroup::use_sharded_params() {
+  for (FSDPParam* p : param_ptrs_) {
+    for (auto& r : p->registrations()) r.module->replace_parameter(r.name, p->sharded_param());
+  }
+}
+
+// --- gradients -----------------------------------------------------------------
+
+void FSDPParamGroup::post_backward() {
+  at::NoGradGuard no_grad;
+  training_state_ = TrainingState::PostBackward;
+  std::vector<at::Tensor> grads;
+  grads.reserve(param_ptrs_.size());
+  for (FSDPParam* p : param_ptrs_) {
+    at::Tensor& slot = p->unsharded_param().mutable_grad();
+    grads.push_back(slot);
+    slot = at::Tensor();
+  }
+  if (!requires_gradient_sync) {
+    // Microbatch without reduction: keep the full gradients (reduce dtype).
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      at::Tensor& acc = param_ptrs_[i]->unsharded_accumulated_grad;
+      if (acc.defined()) {
+        acc.add_(grads[i]);
+      } else {
+        acc = grads[i].to(reduce_dtype_, /*non_blocking=*/false, /*copy=*/true);
+      }
+    }
+    reshard();
+    return;
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    at::Tensor& acc = param_ptrs_[i]->unsharded_accumulated_grad;
+    if (!acc.defined()) continue;
+    if (grads[i].defined()) acc.add_(grads[i]);
+    grads[i] = acc;
+    acc = at::Tensor();
+  }
+  at::Tensor packed =
+      pack_for_reduce_scatter(param_ptrs_, grads, world_, local_numel_, reduce_dtype_);
+  grads.clear();
+  reshard();
+  at::Tensor output = at::empty({local_numel_}, packed.options());
+  auto work = mesh_.shard()->reduce_scatter_from_async(output, packed, dist::ReduceOp::Sum);
+  pending_ = PendingReduce{std::move(work), std::move(packed), std::move(output), nullptr, false};
+}
+
+void FSDPParamGroup::finish_reduce_scatter() {
+  if (!pending_ || !pending_->reduce_scatter) return;
+  at::NoGradGuard no_grad;
+  pending_->reduce_scatter->wait();
+  pending_->reduce_scatter = nullptr;
+  pending_->packed = at::Tensor();
+  if (!mesh_.is_hybrid()) {
+    pending_->apply = true;
+    return;
+  }
+  if (partial_reduce_output_.defined()) {
+    pending_->output.add_(partial_reduce_output_);
+    partial_reduce_output_ = at::Tensor();
+  }
+  if (requires_all_reduce) {
+    pending_->all_reduce =
+        mesh_.replicate()->all_reduce_async(pending_->output, dist::ReduceOp::Sum);
+    pending_->apply = true;
+  } else {
+    // HSDP accumulation: reduce-scattered now, all-reduced on a later microbatch.
+    partial_reduce_output_ = pending_->output;
+    pending_->apply = false;
+  }
+}
+
+void FSDPParamGroup::finish_all_reduce() {
+  if (!pending_) return;
+  finish_reduce_scatter();
+  at::NoGradGuard no_grad;
+  PendingReduce op = std::move(*pending_);
+  pending_.reset();
+  if (op.all_reduce) op.all_reduce->wait();
+  if (!op.apply) return;
+  at::Tensor reduced = op.output.to(at::kFloat);
+  reduced.div_(static_cast<double>(mesh_.gradient_divide_factor()));
+  for (FSDPParam* p : param_ptrs_) {
+    const at::Tensor& sharded = p->sharded_param();
+    if (!sharded.requires_grad()) continue;
+    at::Tensor g = shard_view(*p, reduced);
+    at::Tensor& slot = sharded.mutable_grad();
+    if (slot.defined()) {
+      slot.add_(g);
+    } else {
+      slot = g.clone(at::MemoryFormat::Contiguous);
+    }
+  }
+}
+
+int64_t FSDPParamGroup::sharded_grad_bytes() const {
+  int64_t total = 0;
+  for (const FSDPParam* p : param_ptrs_) total += tensor_bytes(p->sharded_param().grad());
+  return total;
+}
+
+}  // namespace tessel::fsdp

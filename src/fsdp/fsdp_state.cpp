@@ -1,0 +1,309 @@
+// [Note: FSDP and autograd]
+//
+// fully_shard replaces every parameter of a group by two leaf tensors (see
+// fsdp_param.h): the fp32 *sharded* param, registered in the module between
+// steps so the optimizer finds it, and the *unsharded* param, registered
+// (nn::Module::replace_parameter) from the group's pre-forward until its
+// post-backward, so forward reads it and autograd accumulates the full
+// gradient into its .grad. The unsharded params alias one flat buffer per
+// group; "resharding" frees that buffer's storage in place (free_storage) and
+// "unsharding" re-allocates and refills it. The tensors autograd saved in
+// forward point at the same storage, so they are valid again once backward
+// has re-gathered. The unsharded params are separate TensorImpls over the
+// buffer (not views), so refilling the buffer does not bump the version
+// counter autograd checks on saved tensors.
+//
+// Forward (hooks on the one hook point, nn::Module::call):
+//   pre-forward   issue this group's all-gather (unless prefetched), wait for
+//                 it, copy out, issue the next group's (order recorded in the
+//                 previous iteration) so it overlaps this group's compute,
+//                 install the unsharded params;
+//                 wrap the floating inputs in RegisterPostBackward (below).
+//   post-forward  reshard per reshard_after_forward (the root keeps its
+//                 params), register a gradient hook on every output.
+// Backward:
+//   output-gradient hook (first one per backward) = pre-backward: re-gather
+//                 if resharded (usually prefetched), then prefetch the group
+//                 whose backward comes next (reverse post-forward order). The first pre-backward of
+//                 a backward queues the root's final callback on the engine.
+//   RegisterPostBackward's backward runs once the gradients of the module's
+//                 inputs are complete, i.e. after every op of the module ran
+//                 backward; the AccumulateGrad nodes of its parameters have
+//                 the highest priority in the engine, so the unsharded .grad
+//                 are complete too = post-backward: pack the grads, reshard,
+//                 issue the reduce-scatter.
+//   final callback (Engine::queue_callback, after the whole graph): runs the
+//                 post-backward of groups no input hook reached (the root:
+//                 its inputs are token ids), waits for the reduce-scatters,
+//                 runs the HSDP all-reduces, divides, accumulates into the
+//                 sharded params' fp32 .grad, reshards everything, swaps the
+//                 sharded params back into the modules.
+// Every rank runs the same modules in the same order, so collectives are
+// issued in the same order everywhere.
+#include "fsdp/fsdp_state.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/engine.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace tessel::fsdp {
+
+namespace {
+
+// Module -> state. Entries are removed when the state dies (with its module).
+struct Registry {
+  std::mutex mutex;
+  std::unordered_map<const torch::nn::Module*, std::weak_ptr<FSDPState>> states;
+};
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: states may die at exit
+  return *r;
+}
+
+struct StateHolder : torch::CustomClassHolder {
+  std::weak_ptr<FSDPState> state;
+};
+
+// Identity on the module's inputs whose backward is the group's post-backward.
+struct RegisterPostBackward : public torch::autograd::Function<RegisterPostBackward> {
+  // `inputs` must be a TensorList: a variable_list argument would bind to the
+  // catch-all overload of autograd's ExtractVariables and count as a single
+  // non-tensor input (no gradient edges).
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                c10::intrusive_ptr<StateHolder> holder,
+                                                at::TensorList inputs) {
+    ctx->saved_data["state"] = c10::IValue::make_capsule(std::move(holder));
+    return inputs.vec();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto holder =
+        c10::static_intrusive_pointer_cast<StateHolder>(ctx->saved_data["state"].toCapsule());
+    if (auto state = holder->state.lock()) state->post_backward();
+    torch::autograd::variable_list result{at::Tensor()};
+    result.insert(result.end(), grads.begin(), grads.end());
+    return result;
+  }
+};
+
+void visit_modules(torch::nn::Module& m, const std::function<void(torch::nn::Module&)>& fn) {
+  fn(m);
+  for (const auto& child : m.children()) visit_modules(*child, fn);
+}
+
+}  // namespace
+
+std::shared_ptr<FSDPState> find_state(const torch::nn::Module& module) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.states.find(&module);
+  return it == r.states.end() ? nullptr : it->second.lock();
+}
+
+std::vector<std::shared_ptr<FSDPState>> all_states() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::shared_ptr<FSDPState>> result;
+  for (auto& [module, weak] : r.states) {
+    if (auto s = weak.lock()) result.push_back(std::move(s));
+  }
+  return result;
+}
+
+std::vector<std::shared_ptr<FSDPState>> states_in_subtree(torch::nn::Module& module) {
+  std::vector<std::shared_ptr<FSDPState>> result;
+  visit_modules(module, [&](torch::nn::Module& m) {
+    if (auto s = find_state(m)) result.push_back(std::move(s));
+  });
+  return result;
+}
+
+FSDPState::FSDPState(nn::Module& module, std::unique_ptr<FSDPParamGroup> group,
+                     MixedPrecisionPolicy mp)
+    : module_(&module), group_(std::move(group)), mp_(mp) {}
+
+FSDPState::~FSDPState() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.states.find(module_);
+  if (it != r.states.end() && it->second.expired()) r.states.erase(it);
+}
+
+void FSDPState::attach() {
+  {
+    auto& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.states[module_] = weak_from_this();
+  }
+  // The hooks own the state (the module owns its hooks): the state lives as
+  // long as the module.
+  auto self = shared_from_this();
+  hooks_.push_back(module_->add_pre_hook(
+      [self](nn::Module&, nn::Tensors inputs) { return self->pre_forward(std::move(inputs)); }));
+  hooks_.push_back(
+      module_->add_post_hook([self](nn::Module&, const nn::Tensors&, nn::Tensors outputs) {
+        return self->post_forward(std::move(outputs));
+      }));
+}
+
+nn::Tensors FSDPState::cast(nn::Tensors tensors, std::optional<at::ScalarType> dtype) const {
+  if (!dtype) return tensors;
+  for (auto& t : tensors) {
+    if (t.defined() && at::isFloatingType(t.scalar_type()) && t.scalar_type() != *dtype) {
+      t = t.to(*dtype);
+    }
+  }
+  return tensors;
+}
+
+void FSDPState::lazy_init() {
+  // The first sharded module to run forward is the root (the outermost one).
+  is_root_ = true;
+  context_ = std::make_shared<FSDPContext>();
+  for (auto& s : states_in_subtree(*module_)) {
+    s->context_ = context_;
+    if (s.get() != this) s->is_root_ = false;
+    context_->states.push_back(s.get());
+    if (s->group_) s->group_->set_memory_tracker(context_->memory);
+  }
+  if (group_) group_->set_keep_unsharded_after_forward();
+}
+
+void FSDPState::prefetch(const std::vector<FSDPState*>& order, int step) {
+  auto it = std::find(order.begin(), order.end(), this);
+  if (it == order.end()) return;
+  const auto index = (it - order.begin()) + step;
+  if (index < 0 || index >= static_cast<std::ptrdiff_t>(order.size())) return;
+  FSDPParamGroup* next = order[static_cast<size_t>(index)]->group_.get();
+  if (next == nullptr || next->sharded_state() == ShardedState::Unsharded ||
+      next->unshard_in_flight()) {
+    return;
+  }
+  next->unshard();
+  ++context_->prefetches;
+}
+
+nn::Tensors FSDPState::pre_forward(nn::Tensors inputs) {
+  if (nn::in_recompute()) {
+    // Activation-checkpoint recompute inside backward: pre-backward already
+    // re-gathered; make sure and leave the rest to the ordinary forward's hooks.
+    if (group_) {
+      group_->unshard();
+      group_->wait_for_unshard();
+      group_->use_unsharded_params();
+    }
+    return cast(std::move(inputs), mp_.param_dtype);
+  }
+  if (!context_) lazy_init();
+  if (is_root_) {
+    if (!context_->forward_order.empty()) context_->prev_forward_order = context_->forward_order;
+    context_->forward_order.clear();
+    context_->post_forward_order.clear();
+  }
+  context_->forward_order.push_back(this);
+  const bool grad = at::GradMode::is_enabled();
+  if (group_) {
+    group_->set_training_state(TrainingState::Forward);
+    // Wait for our own gather (usually prefetched) before issuing the next
+    // one, so at most one gather buffer is alive besides the unsharded groups.
+    group_->unshard();
+    group_->wait_for_unshard();
+    prefetch(context_->prev_forward_order, +1);
+    group_->use_unsharded_params();
+  }
+  inputs = cast(std::move(inputs), mp_.param_dtype);
+  if (grad && group_) {
+    needs_post_backward_ = true;
+    pre_backward_done_ = false;
+    // Route every floating input that requires grad through RegisterPostBackward.
+    torch::autograd::variable_list wrapped;
+    std::vector<size_t> where;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].defined() && inputs[i].requires_grad()) {
+        wrapped.push_back(inputs[i]);
+        where.push_back(i);
+      }
+    }
+    if (!wrapped.empty()) {
+      auto holder = c10::make_intrusive<StateHolder>();
+      holder->state = weak_from_this();
+      auto outs = RegisterPostBackward::apply(holder, at::TensorList(wrapped));
+      for (size_t j = 0; j < where.size(); ++j) inputs[where[j]] = outs[j];
+    }
+  }
+  return inputs;
+}
+
+nn::Tensors FSDPState::post_forward(nn::Tensors outputs) {
+  if (nn::in_recompute()) return outputs;
+  const bool grad = at::GradMode::is_enabled();
+  if (group_) {
+    group_->post_forward_reshard();
+    if (!grad) group_->use_sharded_params();  // no backward will come
+    group_->set_training_state(TrainingState::Idle);
+  }
+  context_->post_forward_order.push_back(this);
+  outputs = cast(std::move(outputs), mp_.output_dtype);
+  if (grad) {
+    std::weak_ptr<FSDPState> weak = weak_from_this();
+    for (auto& out : outputs) {
+      if (!out.defined() || !out.requires_grad()) continue;
+      out.register_hook([weak](const at::Tensor&) {
+        if (auto s = weak.lock()) s->pre_backward();
+      });
+    }
+  }
+  return outputs;
+}
+
+void FSDPState::pre_backward() {
+  if (pre_backward_done_) return;
+  pre_backward_done_ = true;
+  if (!context_->final_callback_queued) {
+    context_->final_callback_queued = true;
+    FSDPState* root = context_->states.front();
+    std::weak_ptr<FSDPState> weak = root->weak_from_this();
+    torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+      if (auto s = weak.lock()) s->final_callback();
+    });
+  }
+  if (!group_) return;
+  group_->set_training_state(TrainingState::PreBackward);
+  group_->unshard();
+  group_->wait_for_unshard();
+  prefetch(context_->post_forward_order, -1);
+  group_->use_unsharded_params();
+}
+
+void FSDPState::post_backward() {
+  if (!group_ || !needs_post_backward_) return;
+  needs_post_backward_ = false;
+  group_->post_backward();
+  group_->use_sharded_params();
+  if (group_->has_pending_reduce()) context_->reduce_order.push_back(this);
+}
+
+void FSDPState::final_callback() {
+  auto ctx = context_;
+  // Groups whose inputs carried no gradient (the root: token ids), in reverse
+  // module order so every rank issues their reduce-scatters in the same order.
+  for (auto it = ctx->states.rbegin(); it != ctx->states.rend(); ++it) (*it)->post_backward();
+  for (FSDPState* s : ctx->reduce_order) s->group_->finish_reduce_scatter();
+  for (FSDPState* s : ctx->reduce_order) s->group_->finish_all_reduce();
+  ctx->reduce_order.clear();
+  for (FSDPState* s : ctx->states) {
+    if (s->group_) {
+      s->group_->reshard();
+      s->group_->use_sharded_params();
+      s->group_->set_training_state(TrainingState::Idle);
+    }
+    s->pre_backward_done_ = false;
+  }
+  ctx->final_callback_queued = false;
+}
+
+}  // namespace tessel::fsdp

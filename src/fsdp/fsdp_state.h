@@ -1,0 +1,80 @@
+// FSDPState: the per-module state of fully_shard and its hooks on the one hook
+// point (nn::Module pre/post hooks), as PyTorch FSDP2's FSDPState. The first
+// sharded module called becomes the root: it finds every state under it
+// (lazy init), keeps the execution orders used for prefetching, and ends each
+// backward with the callback that finishes the gradient reductions. How this
+// fits with autograd: [Note: FSDP and autograd] in fsdp_state.cpp.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "fsdp/fsdp_common.h"
+#include "fsdp/fsdp_param_group.h"
+#include "nn/module.h"
+
+namespace tessel::fsdp {
+
+class FSDPState;
+
+// Shared by a root state and every state under it (after lazy init).
+struct FSDPContext {
+  std::vector<FSDPState*> states;              // root first, then module pre-order
+  std::vector<FSDPState*> forward_order;       // pre-forward order, this iteration
+  std::vector<FSDPState*> prev_forward_order;  // ... of the previous one: forward prefetch
+  std::vector<FSDPState*> post_forward_order;  // reversed: backward order (backward prefetch)
+  std::vector<FSDPState*> reduce_order;        // post-backward order of pending reductions
+  bool final_callback_queued = false;
+  int64_t prefetches = 0;  // all-gathers issued ahead of their group's use
+  std::shared_ptr<MemoryTracker> memory = std::make_shared<MemoryTracker>();
+};
+
+class FSDPState : public std::enable_shared_from_this<FSDPState> {
+ public:
+  // `group` may be null (a root left with no parameters of its own).
+  FSDPState(nn::Module& module, std::unique_ptr<FSDPParamGroup> group, MixedPrecisionPolicy mp);
+  ~FSDPState();
+  FSDPState(const FSDPState&) = delete;
+  FSDPState& operator=(const FSDPState&) = delete;
+
+  // Registers this state for module and adds the hooks (fully_shard calls it).
+  void attach();
+
+  nn::Module& module() const { return *module_; }
+  FSDPParamGroup* param_group() const { return group_.get(); }
+  bool is_root() const { return is_root_; }
+  // Null before the root's first forward.
+  const std::shared_ptr<FSDPContext>& context() const { return context_; }
+
+  // Hook bodies (public for the autograd glue in fsdp_state.cpp).
+  nn::Tensors pre_forward(nn::Tensors inputs);
+  nn::Tensors post_forward(nn::Tensors outputs);
+  void pre_backward();
+  void post_backward();
+  void final_callback();
+
+ private:
+  void lazy_init();
+  void prefetch(const std::vector<FSDPState*>& order, int step);
+  nn::Tensors cast(nn::Tensors tensors, std::optional<at::ScalarType> dtype) const;
+
+  nn::Module* module_;
+  std::unique_ptr<FSDPParamGroup> group_;
+  MixedPrecisionPolicy mp_;
+  bool is_root_ = false;
+  std::shared_ptr<FSDPContext> context_;
+  bool needs_post_backward_ = false;  // ran forward with grad this iteration
+  bool pre_backward_done_ = false;
+  std::vector<nn::HookHandle> hooks_;
+};
+
+// The state fully_shard attached to `module`, or null.
+std::shared_ptr<FSDPState> find_state(const torch::nn::Module& module);
+
+// Every live state (fully_shard checks new parameters against their groups).
+std::vector<std::shared_ptr<FSDPState>> all_states();
+
+// States of module and every module under it, pre-order.
+std::vector<std::shared_ptr<FSDPState>> states_in_subtree(torch::nn::Module& module);
+
+}  // namespace tessel::fsdp

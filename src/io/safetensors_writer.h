@@ -1,0 +1,36 @@
+// Writing a safetensors file that Hugging Face tools read: 8-byte header
+// length, a JSON header padded with spaces to a multiple of 8 bytes, then the
+// tensors' bytes back to back with no gaps. Data is ordered by element size
+// (largest first), so with the 8-byte-aligned header every tensor starts at an
+// offset aligned to its element size and can be viewed without a copy. The
+// file appears atomically (temporary file + rename).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessel::io {
+
+// Tensors in the order their names should appear in the header.
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Writes `tensors` (any device, any strides: each is copied to contiguous CPU
+// memory one at a time only when it is not already) and `metadata` (the
+// header's "__metadata__"; omitted when empty) to `path`. Dtypes: those of
+// safetensors_dtype.h. Throws tessel::Error naming the file and tensor for an
+// empty, duplicate or reserved ("__metadata__") name, an undefined or sparse
+// tensor, or an unsupported dtype. The parent directory must exist.
+void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// The checks save_safetensors makes on names and tensors, without writing;
+// `file` names the destination in messages. Lets a multi-file save fail
+// before writing anything.
+void check_named_tensors(const std::filesystem::path& file, const NamedTensors& tensors);
+
+}  // namespace tessel::io

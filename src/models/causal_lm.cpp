@@ -1,0 +1,111 @@
+#include "models/causal_lm.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace tessel::models {
+
+DecoderModel::DecoderModel(Parts parts)
+    : nn::Module("DecoderModel"),
+      rotaries_(std::move(parts.rotaries)),
+      layer_rotary_(std::move(parts.layer_rotary)),
+      embed_scale_(parts.embed_scale) {
+  TESSEL_CHECK(parts.embed_tokens && parts.norm, "DecoderModel needs embed_tokens and norm");
+  TESSEL_CHECK(layer_rotary_.size() == parts.layers.size(),
+               "DecoderModel: {} layers but {} rotary assignments", parts.layers.size(),
+               layer_rotary_.size());
+  for (std::size_t r : layer_rotary_) {
+    TESSEL_CHECK(r < rotaries_.size(), "DecoderModel: rotary index {} out of {} schedules", r,
+                 rotaries_.size());
+  }
+  // Registration order = HF's: embed_tokens, layers, norm.
+  embed_tokens_ = register_module("embed_tokens", parts.embed_tokens);
+  layers_ = register_module("layers", std::make_shared<nn::ModuleList>());
+  for (auto& layer : parts.layers) layers_->push_back(layer);
+  norm_ = register_module("norm", parts.norm);
+}
+
+const nn::RotaryEmbedding& DecoderModel::rotary_of_layer(std::size_t layer) const {
+  return rotaries_.at(layer_rotary_.at(layer));
+}
+
+nn::Tensors DecoderModel::forward(const nn::Tensors& inputs) {
+  TESSEL_CHECK(!inputs.empty() && inputs.size() <= 2,
+               "model takes {{input_ids[, position_ids]}}, got {} inputs", inputs.size());
+  const at::Tensor& ids = inputs[0];
+  TESSEL_CHECK(ids.dim() == 2, "input_ids must be [batch, seq], got {} dims", ids.dim());
+  const int64_t B = ids.size(0), T = ids.size(1);
+  at::Tensor pos = inputs.size() > 1 ? inputs[1] : at::Tensor();
+  if (!pos.defined()) pos = at::arange(T, ids.options().dtype(at::kLong));
+  if (pos.dim() == 1) pos = pos.unsqueeze(0);
+  TESSEL_CHECK(pos.dim() == 2 && pos.size(1) == T && (pos.size(0) == 1 || pos.size(0) == B),
+               "position_ids must be [batch, seq] or [seq] matching input_ids [{}, {}]", B, T);
+  pos = pos.to(ids.device()).expand({B, T});
+
+  at::Tensor h = embed_tokens_->call(ids);
+  if (embed_scale_) {
+    // Gemma: the scale is rounded to the activation dtype first (bf16: 33.94 -> 34).
+    h = h * at::scalar_tensor(*embed_scale_, h.options().dtype(at::kFloat)).to(h.scalar_type());
+  }
+  std::vector<std::optional<std::pair<at::Tensor, at::Tensor>>> cos_sin(rotaries_.size());
+  for (std::size_t i = 0; i < layers_->size(); ++i) {
+    auto& cs = cos_sin[layer_rotary_[i]];
+    if (!cs) cs = rotaries_[layer_rotary_[i]].cos_sin(pos, h.scalar_type());
+    nn::Tensors out = (*layers_)[i]->call(nn::Tensors{h, cs->first, cs->second});
+    TESSEL_CHECK(out.size() == 1, "decoder layer {} returned {} outputs, expected 1", i, out.size());
+    h = out[0];
+  }
+  return {norm_->call(h)};
+}
+
+CausalLM::CausalLM(ModelConfig config, std::shared_ptr<DecoderModel> model)
+    : nn::Module(config.architecture), config_(std::move(config)) {
+  TESSEL_CHECK(model != nullptr, "CausalLM needs a model");
+  model_ = register_module("model", std::move(model));
+  if (config_.tie_word_embeddings) {
+    lm_head_ = register_module("lm_head", nn::Linear::tied_to(model_->embed_tokens()));
+  } else {
+    const at::Tensor& e = model_->embed_tokens()->weight();
+    lm_head_ = register_module(
+        "lm_head", std::make_shared<nn::Linear>(config_.hidden_size, config_.vocab_size, false,
+                                                e.options()));
+  }
+}
+
+at::Tensor CausalLM::forward_logits(const at::Tensor& input_ids, const at::Tensor& position_ids) {
+  nn::Tensors in{input_ids};
+  if (position_ids.defined()) in.push_back(position_ids);
+  nn::Tensors out = call(std::move(in));
+  TESSEL_CHECK(out.size() == 1, "model returned {} outputs, expected the logits only", out.size());
+  return out[0];
+}
+
+nn::Tensors CausalLM::forward(const nn::Tensors& inputs) {
+  at::Tensor h = model_->call(inputs)[0];
+  at::Tensor logits = lm_head_->call(h);
+  if (config_.final_logit_softcapping) {
+    const double cap = *config_.final_logit_softcapping;
+    logits = at::tanh(logits / cap) * cap;
+  }
+  return {logits};
+}
+
+std::shared_ptr<CausalLM> make_causal_lm(ModelConfig config, std::shared_ptr<DecoderModel> model) {
+  auto lm = std::make_shared<CausalLM>(std::move(config), std::move(model));
+  nn::assign_module_paths(*lm);
+  return lm;
+}
+
+std::vector<std::shared_ptr<nn::Module>> CausalLM::decoder_layers() const {
+  return model_->layers()->items();
+}
+
+std::map<std::string, std::string> CausalLM::tied_parameter_names() const {
+  if (!tied()) return {};
+  return {{"lm_head.weight", "model.embed_tokens.weight"}};
+}
+
+}  // namespace tessel::models

@@ -1,0 +1,113 @@
+// The causal language model skeleton shared by every family, laid out with
+// Hugging Face's module names so parameters read exactly as in checkpoints:
+//
+//   CausalLM (root)
+//     model          DecoderModel: embed_tokens, layers.N (family layer), norm
+//     lm_head        Linear (tied: reads model.embed_tokens.weight, owns nothing)
+//
+// A family file (llama.cpp, gemma3.cpp, ...) supplies the decoder layers and
+// the per-layer rotary schedule; this file runs the stack. Each decoder layer
+// is a tessel Module called as {hidden [B, T, H], cos, sin} -> {hidden}, so
+// FSDP wraps layers and TP styles hook into them by path.
+//
+// Tied embeddings are ONE tensor: named_parameters() lists it once as
+// model.embed_tokens.weight; tied_parameter_names() gives the HF alias
+// lm_head.weight -> model.embed_tokens.weight.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/TensorOptions.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/model_config.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/rms_norm.h"
+#include "nn/rotary.h"
+
+namespace tessel::models {
+
+// Where and in which dtype parameters are allocated. Parameters start
+// uninitialised (at::empty); at::kMeta builds the structure without memory
+// (for inspecting names and shapes of large models).
+struct BuildOptions {
+  at::ScalarType dtype = at::kFloat;
+  c10::Device device = c10::Device(c10::kCPU);
+  at::TensorOptions tensor_options() const { return at::TensorOptions().dtype(dtype).device(device); }
+};
+
+// HF's "model": embeddings, decoder layers, final norm.
+class DecoderModel : public nn::Module {
+ public:
+  struct Parts {
+    std::shared_ptr<nn::Embedding> embed_tokens;
+    std::vector<std::shared_ptr<nn::Module>> layers;
+    std::shared_ptr<nn::RMSNorm> norm;
+    std::vector<nn::RotaryEmbedding> rotaries;  // distinct schedules
+    std::vector<std::size_t> layer_rotary;      // layers[i] uses rotaries[layer_rotary[i]]
+    std::optional<double> embed_scale;          // Gemma3: sqrt(hidden_size)
+  };
+  explicit DecoderModel(Parts parts);
+
+  const std::shared_ptr<nn::Embedding>& embed_tokens() const { return embed_tokens_; }
+  const std::shared_ptr<nn::ModuleList>& layers() const { return layers_; }
+  const std::shared_ptr<nn::RMSNorm>& norm() const { return norm_; }
+  const nn::RotaryEmbedding& rotary_of_layer(std::size_t layer) const;
+
+ protected:
+  // {input_ids [B, T] int64, optional position_ids [B, T] or [T]} -> {hidden [B, T, H]}
+  nn::Tensors forward(const nn::Tensors& inputs) override;
+
+ private:
+  std::shared_ptr<nn::Embedding> embed_tokens_;
+  std::shared_ptr<nn::ModuleList> layers_;
+  std::shared_ptr<nn::RMSNorm> norm_;
+  std::vector<nn::RotaryEmbedding> rotaries_;
+  std::vector<std::size_t> layer_rotary_;
+  std::optional<double> embed_scale_;
+};
+
+class CausalLM : public nn::Module {
+ public:
+  // Builders use make_causal_lm(), which also assigns module paths.
+  CausalLM(ModelConfig config, std::shared_ptr<DecoderModel> model);
+
+  // input_ids [B, T] int64 -> logits [B, T, vocab] (through the root's hooks).
+  // position_ids default to 0..T-1 for every row.
+  at::Tensor forward_logits(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
+
+  const ModelConfig& config() const { return config_; }
+  const std::shared_ptr<DecoderModel>& model() const { return model_; }
+  std::vector<std::shared_ptr<nn::Module>> decoder_layers() const;
+  const std::shared_ptr<nn::Embedding>& embed_tokens() const { return model_->embed_tokens(); }
+  const std::shared_ptr<nn::RMSNorm>& final_norm() const { return model_->norm(); }
+  // Never null: when tied it is a parameter-less Linear reading the embedding.
+  const std::shared_ptr<nn::Linear>& lm_head() const { return lm_head_; }
+  bool tied() const { return config_.tie_word_embeddings; }
+  // Alias name -> canonical name of tensors stored once ({"lm_head.weight":
+  // "model.embed_tokens.weight"} when tied, empty otherwise).
+  std::map<std::string, std::string> tied_parameter_names() const;
+
+ protected:
+  // {input_ids, optional position_ids} -> {logits}
+  nn::Tensors forward(const nn::Tensors& inputs) override;
+
+ private:
+  ModelConfig config_;
+  std::shared_ptr<DecoderModel> model_;
+  std::shared_ptr<nn::Linear> lm_head_;
+};
+
+// Creates the root (owned by a shared_ptr, as libtorch's named_modules needs)
+// and assigns every module's path.
+std::shared_ptr<CausalLM> make_causal_lm(ModelConfig config, std::shared_ptr<DecoderModel> model);
+
+}  // namespace tessel::models

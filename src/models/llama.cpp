@@ -1,0 +1,70 @@
+#include "models/llama.h"
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+
+namespace tessel::models {
+
+LlamaDecoderLayer::LlamaDecoderLayer(const nn::AttentionOptions& attention, int64_t intermediate_size,
+                                     nn::Activation act, bool mlp_bias, double eps,
+                                     const at::TensorOptions& options)
+    : nn::Module("LlamaDecoderLayer") {
+  const int64_t hidden = attention.hidden_size;
+  // Registration order = HF's, so checkpoints list tensors in the same order.
+  self_attn_ = register_module("self_attn", std::make_shared<nn::Attention>(attention, options));
+  mlp_ = register_module("mlp", std::make_shared<nn::GatedMLP>(hidden, intermediate_size, act, mlp_bias, options));
+  input_layernorm_ = register_module(
+      "input_layernorm", std::make_shared<nn::RMSNorm>(hidden, eps, nn::RMSNormStyle::Llama, options));
+  post_attention_layernorm_ = register_module(
+      "post_attention_layernorm", std::make_shared<nn::RMSNorm>(hidden, eps, nn::RMSNormStyle::Llama, options));
+}
+
+nn::Tensors LlamaDecoderLayer::forward(const nn::Tensors& inputs) {
+  TESSEL_CHECK(inputs.size() == 3, "decoder layer {} takes {{hidden, cos, sin}}, got {} inputs", path(),
+               inputs.size());
+  at::Tensor h = inputs[0];
+  h = h + self_attn_->call(nn::Tensors{input_layernorm_->call(h), inputs[1], inputs[2]})[0];
+  h = h + mlp_->call(post_attention_layernorm_->call(h));
+  return {h};
+}
+
+nn::AttentionOptions llama_attention_options(const ModelConfig& c, const LlamaVariant& v, int64_t layer) {
+  nn::AttentionOptions o;
+  o.hidden_size = c.hidden_size;
+  o.num_heads = c.num_attention_heads;
+  o.num_kv_heads = c.num_key_value_heads;
+  o.head_dim = c.head_dim;
+  o.qkv_bias = v.qkv_bias;
+  o.o_bias = v.o_bias;
+  o.qk_norm = v.qk_norm;
+  o.norm_style = nn::RMSNormStyle::Llama;
+  o.norm_eps = c.rms_norm_eps;
+  o.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  o.sliding_window = layer_sliding_window(c, layer);
+  o.logit_softcap = c.attn_logit_softcapping;
+  return o;
+}
+
+std::shared_ptr<CausalLM> build_llama_like(const ModelConfig& c, const LlamaVariant& v,
+                                           const BuildOptions& options) {
+  const at::TensorOptions t = options.tensor_options();
+  const nn::Activation act = nn::parse_activation(c.hidden_act);
+  DecoderModel::Parts parts;
+  parts.embed_tokens = std::make_shared<nn::Embedding>(c.vocab_size, c.hidden_size, t);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    parts.layers.push_back(std::make_shared<LlamaDecoderLayer>(llama_attention_options(c, v, i),
+                                                               c.intermediate_size, act, c.mlp_bias,
+                                                               c.rms_norm_eps, t));
+    parts.layer_rotary.push_back(0);
+  }
+  parts.rotaries.emplace_back(c.head_dim, c.rope_theta, c.rope_scaling);
+  parts.norm = std::make_shared<nn::RMSNorm>(c.hidden_size, c.rms_norm_eps, nn::RMSNormStyle::Llama, t);
+  return make_causal_lm(c, std::make_shared<DecoderModel>(std::move(parts)));
+}
+
+std::shared_ptr<CausalLM> build_llama(const ModelConfig& c, const BuildOptions& options) {
+  return build_llama_like(c, LlamaVariant{c.attention_bias, c.attention_bias, false}, options);
+}
+
+}  // namespace tessel::models

@@ -1,0 +1,102 @@
+#include "nn/attention.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "nn/format.h"
+#include "nn/rotary.h"
+
+namespace tessel::nn {
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double scale, std::optional<int64_t> sliding_window,
+                            std::optional<double> logit_softcap) {
+  TESSEL_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+               "causal_attention expects [B, heads, T, D] tensors");
+  const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
+  const int64_t Hkv = k.size(1);
+  TESSEL_CHECK(k.size(0) == B && k.size(2) == T && k.size(3) == D && v.sizes() == k.sizes(),
+               "causal_attention: q {} k {} v {} do not match", shape_string(q.sizes()),
+               shape_string(k.sizes()), shape_string(v.sizes()));
+  TESSEL_CHECK(Hkv > 0 && Hq % Hkv == 0, "{} query heads are not a multiple of {} kv heads", Hq, Hkv);
+  TESSEL_CHECK(!sliding_window || *sliding_window > 0, "sliding window must be positive, got {}",
+               sliding_window.value_or(0));
+  const int64_t group = Hq / Hkv;
+  // At least fp32 (HF's softmax dtype); float64 inputs keep float64.
+  const at::ScalarType softmax_dtype = at::promote_types(q.scalar_type(), at::kFloat);
+
+  auto idx_opts = at::TensorOptions().dtype(at::kLong).device(q.device());
+  at::Tensor i = at::arange(T, idx_opts).unsqueeze(1);
+  at::Tensor j = at::arange(T, idx_opts).unsqueeze(0);
+  at::Tensor hidden = j > i;  // true = masked
+  if (sliding_window) hidden = hidden.logical_or(i - j >= *sliding_window);
+
+  std::vector<at::Tensor> outs;
+  outs.reserve(static_cast<std::size_t>(Hkv));
+  for (int64_t g = 0; g < Hkv; ++g) {
+    // Fold the group's query heads into the row dim: one bmm against one K.
+    at::Tensor qg = q.narrow(1, g * group, group).reshape({B, group * T, D});
+    at::Tensor kg = k.select(1, g);  // [B, T, D]
+    at::Tensor vg = v.select(1, g);
+    at::Tensor scores = at::bmm(qg, kg.transpose(1, 2)).mul(scale);  // [B, group*T, T]
+    if (logit_softcap) scores = at::tanh(scores / *logit_softcap) * *logit_softcap;
+    scores = scores.view({B, group, T, T}).masked_fill(hidden, -std::numeric_limits<double>::infinity());
+    at::Tensor probs = at::softmax(scores, -1, softmax_dtype).to(q.scalar_type());
+    outs.push_back(at::bmm(probs.view({B, group * T, T}), vg).view({B, group, T, D}));
+  }
+  return Hkv == 1 ? outs[0] : at::cat(outs, 1);
+}
+
+Attention::Attention(const AttentionOptions& o, const at::TensorOptions& t)
+    : Module("Attention"), options_(o) {
+  TESSEL_CHECK(o.hidden_size > 0 && o.num_heads > 0 && o.num_kv_heads > 0 && o.head_dim > 0,
+               "attention sizes must be positive (hidden {}, heads {}, kv heads {}, head_dim {})",
+               o.hidden_size, o.num_heads, o.num_kv_heads, o.head_dim);
+  TESSEL_CHECK(o.num_heads % o.num_kv_heads == 0,
+               "num_attention_heads ({}) must be a multiple of num_key_value_heads ({})", o.num_heads,
+               o.num_kv_heads);
+  if (options_.scale == 0) options_.scale = 1.0 / std::sqrt(static_cast<double>(o.head_dim));
+  q_proj_ = register_module("q_proj", std::make_shared<Linear>(o.hidden_size, o.num_heads * o.head_dim, o.qkv_bias, t));
+  k_proj_ = register_module("k_proj", std::make_shared<Linear>(o.hidden_size, o.num_kv_heads * o.head_dim, o.qkv_bias, t));
+  v_proj_ = register_module("v_proj", std::make_shared<Linear>(o.hidden_size, o.num_kv_heads * o.head_dim, o.qkv_bias, t));
+  o_proj_ = register_module("o_proj", std::make_shared<Linear>(o.num_heads * o.head_dim, o.hidden_size, o.o_bias, t));
+  if (o.qk_norm) {
+    q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(o.head_dim, o.norm_eps, o.norm_style, t));
+    k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(o.head_dim, o.norm_eps, o.norm_style, t));
+  }
+}
+
+Tensors Attention::forward(const Tensors& inputs) {
+  TESSEL_CHECK(inputs.size() == 3, "Attention {} takes {{x, cos, sin}}, got {} inputs", path(),
+               inputs.size());
+  const at::Tensor& x = inputs[0];
+  TESSEL_CHECK(x.dim() == 3, "Attention {} expects x [B, T, hidden], got {} dims", path(), x.dim());
+  const int64_t B = x.size(0), T = x.size(1), D = options_.head_dim;
+
+  // [B, T, heads*D] -> [B, T, heads, D], heads from the current (maybe sharded) width.
+  auto heads = [&](const at::Tensor& y, const char* what) {
+    TESSEL_CHECK(y.size(-1) % D == 0, "Attention {}: {} width {} is not a multiple of head_dim {}",
+                 path(), what, y.size(-1), D);
+    return y.view({B, T, y.size(-1) / D, D});
+  };
+  at::Tensor q = heads(q_proj_->call(x), "q_proj");
+  at::Tensor k = heads(k_proj_->call(x), "k_proj");
+  at::Tensor v = heads(v_proj_->call(x), "v_proj");
+  if (q_norm_) {
+    q = q_norm_->call(q);
+    k = k_norm_->call(k);
+  }
+  q = apply_rotary(q.transpose(1, 2), inputs[1], inputs[2]);
+  k = apply_rotary(k.transpose(1, 2), inputs[1], inputs[2]);
+  v = v.transpose(1, 2);
+
+  at::Tensor out = causal_attention(q, k, v, options_.scale, options_.sliding_window,
+                                    options_.logit_softcap);  // [B, Hq, T, D]
+  out = out.transpose(1, 2).reshape({B, T, q.size(1) * D});
+  return {o_proj_->call(out)};
+}
+
+}  // namespace tessel::nn

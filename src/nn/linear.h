@@ -1,0 +1,52 @@
+// Linear and Embedding with Hugging Face parameter names ("weight" [out, in],
+// optional "bias"; "weight" [vocab, hidden]). Sizes are read from the current
+// weight at every call, so a tensor-parallel shard (fewer rows or columns)
+// installed with replace_parameter() works unchanged.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/TensorOptions.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nn/module.h"
+
+namespace tessel::nn {
+
+class Linear : public Module {
+ public:
+  // Parameters are allocated uninitialised (at::empty): the model's init or a
+  // checkpoint load fills them.
+  Linear(int64_t in_features, int64_t out_features, bool bias, const at::TensorOptions& options);
+
+  // A Linear that owns no parameters and uses `owner`'s parameter `name` as
+  // its weight (a tied lm_head reading model.embed_tokens.weight). The weight
+  // is looked up at each call, so it follows replace_parameter() on the owner.
+  static std::shared_ptr<Linear> tied_to(std::shared_ptr<Module> owner,
+                                         std::string name = "weight");
+
+  at::Tensor weight() const;
+  at::Tensor bias() const;  // undefined when there is none
+  bool is_tied() const { return owner_ != nullptr; }
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;  // {x [..., in]} -> {y [..., out]}
+
+ private:
+  Linear() : Module("Linear") {}
+  std::shared_ptr<Module> owner_;
+  std::string owner_param_;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, const at::TensorOptions& options);
+  at::Tensor weight() const { return parameter("weight"); }
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;  // {ids [...] int64} -> {[..., dim]}
+};
+
+}  // namespace tessel::nn

@@ -1,0 +1,34 @@
+#include "nn/mlp.h"
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+
+namespace tessel::nn {
+
+Activation parse_activation(const std::string& name) {
+  if (name == "silu" || name == "swish") return Activation::SiLU;
+  if (name == "gelu_pytorch_tanh" || name == "gelu_new") return Activation::GeluTanh;
+  throw UsageError(fmt::format(
+      "unsupported activation '{}' (supported: silu, swish, gelu_pytorch_tanh, gelu_new)", name));
+}
+
+at::Tensor activate(const at::Tensor& x, Activation act) {
+  return act == Activation::SiLU ? at::silu(x) : at::gelu(x, "tanh");
+}
+
+GatedMLP::GatedMLP(int64_t hidden, int64_t intermediate, Activation act, bool bias,
+                   const at::TensorOptions& options)
+    : Module("GatedMLP"), act_(act) {
+  gate_proj_ = register_module("gate_proj", std::make_shared<Linear>(hidden, intermediate, bias, options));
+  up_proj_ = register_module("up_proj", std::make_shared<Linear>(hidden, intermediate, bias, options));
+  down_proj_ = register_module("down_proj", std::make_shared<Linear>(intermediate, hidden, bias, options));
+}
+
+Tensors GatedMLP::forward(const Tensors& inputs) {
+  TESSEL_CHECK(inputs.size() == 1, "GatedMLP {} takes one input, got {}", path(), inputs.size());
+  at::Tensor x = inputs[0];
+  return {down_proj_->call(activate(gate_proj_->call(x), act_) * up_proj_->call(x))};
+}
+
+}  // namespace tessel::nn

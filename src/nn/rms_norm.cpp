@@ -1,0 +1,28 @@
+#include "nn/rms_norm.h"
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+
+namespace tessel::nn {
+
+RMSNorm::RMSNorm(int64_t dim, double eps, RMSNormStyle style, const at::TensorOptions& options)
+    : Module("RMSNorm"), eps_(eps), style_(style) {
+  TESSEL_CHECK(dim > 0, "RMSNorm dim must be positive, got {}", dim);
+  TESSEL_CHECK(eps > 0, "RMSNorm eps must be positive, got {}", eps);
+  register_parameter("weight", at::empty({dim}, options));
+}
+
+Tensors RMSNorm::forward(const Tensors& inputs) {
+  TESSEL_CHECK(inputs.size() == 1, "RMSNorm {} takes one input, got {}", path(), inputs.size());
+  const at::Tensor& x = inputs[0];
+  at::Tensor w = weight();
+  TESSEL_CHECK(x.size(-1) == w.size(0), "RMSNorm {}: input last dim {} but weight has {}", path(),
+               x.size(-1), w.size(0));
+  at::Tensor x32 = x.to(at::kFloat);
+  at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean({-1}, /*keepdim=*/true) + eps_);
+  if (style_ == RMSNormStyle::Gemma) return {(normed * (w.to(at::kFloat) + 1.0)).to(x.scalar_type())};
+  return {w * normed.to(x.scalar_type())};
+}
+
+}  // namespace tessel::nn

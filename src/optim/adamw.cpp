@@ -1,0 +1,89 @@
+#include "optim/adamw.h"
+
+#include <ATen/ATen.h>
+
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace tessel::optim {
+
+void validate(const AdamWOptions& o) {
+  auto fail = [](const std::string& what) { throw UsageError("AdamW: " + what); };
+  if (!(o.lr >= 0.0)) fail(fmt::format("lr must be >= 0, got {}", o.lr));
+  if (!(o.eps >= 0.0)) fail(fmt::format("eps must be >= 0, got {}", o.eps));
+  if (!(o.weight_decay >= 0.0)) fail(fmt::format("weight_decay must be >= 0, got {}", o.weight_decay));
+  if (!(o.beta1 >= 0.0 && o.beta1 < 1.0)) fail(fmt::format("beta1 must be in [0, 1), got {}", o.beta1));
+  if (!(o.beta2 >= 0.0 && o.beta2 < 1.0)) fail(fmt::format("beta2 must be in [0, 1), got {}", o.beta2));
+}
+
+AdamW::AdamW(std::vector<at::Tensor> params, AdamWOptions options)
+    : params_(std::move(params)), state_(params_.size()), options_(options) {
+  validate(options_);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    TESSEL_CHECK(params_[i].defined(), "AdamW: parameter {} is undefined", i);
+    TESSEL_CHECK(at::isFloatingType(params_[i].scalar_type()),
+                 "AdamW: parameter {} has non-floating dtype {}", i,
+                 std::string(c10::toString(params_[i].scalar_type())));
+  }
+}
+
+void AdamW::step() {
+  at::NoGradGuard no_grad;
+  ++step_;
+  const double bias_correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
+  const double bias_correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_));
+  const double step_size = options_.lr / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor& p = params_[i];
+    const at::Tensor& grad = p.grad();
+    if (!grad.defined()) continue;
+    TESSEL_CHECK(grad.sizes() == p.sizes(), "AdamW: gradient shape {} differs from parameter {}",
+                 fmt::join(grad.sizes(), "x"), fmt::join(p.sizes(), "x"));
+    AdamWParamState& s = state_[i];
+    if (!s.exp_avg.defined()) {
+      s.exp_avg = at::zeros_like(p, at::MemoryFormat::Contiguous);
+      s.exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Contiguous);
+    }
+    if (p.numel() == 0) continue;
+    p.mul_(1.0 - options_.lr * options_.weight_decay);
+    s.exp_avg.lerp_(grad, 1.0 - options_.beta1);
+    s.exp_avg_sq.mul_(options_.beta2).addcmul_(grad, grad, 1.0 - options_.beta2);
+    at::Tensor denom = (s.exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(options_.eps);
+    p.addcdiv_(s.exp_avg, denom, -step_size);
+  }
+}
+
+void AdamW::zero_grad() {
+  for (at::Tensor& p : params_) {
+    if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+  }
+}
+
+void AdamW::load_state(std::vector<AdamWParamState> state, int64_t step) {
+  TESSEL_CHECK(state.size() == params_.size(),
+               "AdamW state has {} entries but the optimizer has {} parameters", state.size(),
+               params_.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (!state[i].exp_avg.defined()) continue;
+    TESSEL_CHECK(state[i].exp_avg.sizes() == params_[i].sizes() &&
+                     state[i].exp_avg_sq.sizes() == params_[i].sizes(),
+                 "AdamW state of parameter {} has shape {} but the parameter has {}", i,
+                 fmt::join(state[i].exp_avg.sizes(), "x"), fmt::join(params_[i].sizes(), "x"));
+  }
+  state_ = std::move(state);
+  step_ = step;
+}
+
+int64_t AdamW::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& s : state_) {
+    if (s.exp_avg.defined()) bytes += s.exp_avg.nbytes() + s.exp_avg_sq.nbytes();
+  }
+  return bytes;
+}
+
+}  // namespace tessel::optim

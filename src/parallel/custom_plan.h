@@ -1,0 +1,38 @@
+// Loading `custom_parallel_plan` (SPEC 3, priority 1) in its four forms:
+//   inline mapping        pattern -> style string, written in the config;
+//   a.b.c.name            file a/b/c.yaml (or .yml, .json) and its top-level
+//                         key `name`, like a Python import; shorter files with
+//                         a dotted key path are tried too (a/b.yaml, `c.name`);
+//   path/plan.yaml:name   that file, key `name` (a dotted key path);
+//   path/libplan.so:sym   a compiled plugin: dlopen, then
+//                         `extern "C" void sym(tessel::parallel::Plan*)`.
+// Relative files are searched in the config file's directory, the working
+// directory, then each directory of TESSEL_PLAN_PATH (':'-separated). Errors
+// (tessel::UsageError) say which form was tried, where it looked and what was
+// wrong.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/parallelism_config.h"
+#include "parallel/plan.h"
+
+namespace tessel::parallel {
+
+struct CustomPlan {
+  Plan plan;
+  std::string origin;  // "inline mapping", "examples/custom_parallel/custom_parallel.yaml:custom_parallel_plan", ...
+};
+
+// config_path: the config file the reference came from ("" if none).
+CustomPlan load_custom_plan(const config::CustomPlanSpec& spec, const std::string& config_path);
+
+// A mapping pattern -> style string as a Plan (the inline and file forms).
+Plan plan_from_mapping(const config::Config& mapping, const std::string& where);
+
+// Where relative plan files are looked for, in order.
+std::vector<std::string> plan_search_dirs(const std::string& config_path);
+
+}  // namespace tessel::parallel

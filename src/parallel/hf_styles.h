@@ -1,0 +1,24 @@
+// Hugging Face tensor-parallel style strings (SPEC 3's table) as style
+// objects. Every string any transformers release used for dense models is
+// accepted (colwise, rowwise, colwise_rep, colwise_gather_output, rowwise_rep,
+// rowwise_split_input, sequence_parallel, replicate,
+// replicated_with_grad_allreduce, local_colwise, local_rowwise, local, gather,
+// embedding_rowwise, packed_colwise, packed_rowwise, local_packed_rowwise);
+// an unknown one throws tessel::UsageError listing them.
+//
+// `vocab_parallel_head`: `colwise_rep` / `colwise_gather_output` keep the
+// output vocab-sharded (no gather of logits) when the loss consumes sharded
+// logits (SPEC 3); it applies only where the plan says so (lm_head).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "parallel/style.h"
+
+namespace tessel::parallel {
+
+const std::vector<std::string>& supported_style_strings();
+StylePtr style_from_string(const std::string& style, bool vocab_parallel_head = false);
+
+}  // namespace tessel::parallel

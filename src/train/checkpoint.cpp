@@ -1,0 +1,263 @@
+#include "train/checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "fsdp/state_dict.h"
+#include "io/atomic_file.h"
+#include "io/safetensors_file.h"
+#include "io/safetensors_writer.h"
+#include "models/model_config.h"
+#include "models/pretrained.h"
+#include "models/registry.h"
+
+namespace tessel::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string step_name(int64_t step) { return fmt::format("step_{}", step); }
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("cannot read {}", path.string()));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// name -> index of the parameter in the optimizer's list (model->parameters()
+// order, which named_parameters() shares).
+std::map<std::string, size_t> param_index(models::CausalLM& model) {
+  std::map<std::string, size_t> out;
+  size_t i = 0;
+  for (const auto& item : model.named_parameters()) out[item.key()] = i++;
+  return out;
+}
+
+void prune(const fs::path& dir, int64_t keep) {
+  if (keep <= 0) return;
+  std::vector<std::pair<int64_t, fs::path>> steps;
+  const std::regex pattern("step_([0-9]+)");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    // Only complete checkpoints count: a directory without metadata.json is
+    // not one and must not push a real checkpoint out.
+    if (e.is_directory() && std::regex_match(name, m, pattern) &&
+        fs::is_regular_file(e.path() / "metadata.json")) {
+      steps.emplace_back(std::stoll(m[1]), e.path());
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
+    fs::remove_all(steps[i].second);
+  }
+}
+
+struct RankFiles {
+  std::vector<io::SafetensorsFile> files;
+  std::vector<std::map<std::string, int64_t>> offsets;  // per rank: name -> first global row
+};
+
+RankFiles open_rank_files(const fs::path& step_dir, int world_size) {
+  RankFiles rf;
+  for (int r = 0; r < world_size; ++r) {
+    rf.files.push_back(io::SafetensorsFile::open(step_dir / fmt::format("rank_{}.safetensors", r)));
+    const auto& meta = rf.files.back().metadata();
+    const auto it = meta.find("dim0_offsets");
+    if (it == meta.end()) {
+      throw Error(fmt::format("{}: no dim0_offsets in the header: not a tessel checkpoint shard",
+                              rf.files.back().path().string()));
+    }
+    rf.offsets.push_back(json::parse(it->second).get<std::map<std::string, int64_t>>());
+  }
+  return rf;
+}
+
+// The global tensor `kind/name` from every rank's rows.
+at::Tensor assemble(const RankFiles& rf, const std::string& kind, const std::string& name,
+                    const std::vector<int64_t>& shape) {
+  auto full = at::zeros(shape, at::kFloat);
+  const std::string key = kind + "/" + name;
+  bool found = false;
+  for (size_t r = 0; r < rf.files.size(); ++r) {
+    if (!rf.files[r].contains(key)) continue;
+    found = true;
+    const at::Tensor part = rf.files[r].load(key);
+    if (part.numel() == 0) continue;
+    if (full.dim() == 0) {
+      full.copy_(part.reshape({}));
+    } else {
+      full.narrow(0, rf.offsets[r].at(name), part.size(0)).copy_(part);
+    }
+  }
+  if (!found) throw Error(fmt::format("checkpoint has no tensor '{}'", key));
+  return full;
+}
+
+json read_metadata(const fs::path& step_dir) {
+  return json::parse(read_text(step_dir / "metadata.json"));
+}
+
+fs::path resolve_step_dir(const fs::path& ckpt) {
+  if (fs::is_regular_file(ckpt / "metadata.json")) return ckpt;
+  if (auto latest = latest_checkpoint(ckpt)) return *latest;
+  throw UsageError(fmt::format("{} is not a tessel checkpoint (no metadata.json, and no step_<N> "
+                               "directory inside)",
+                               ckpt.string()));
+}
+
+}  // namespace
+
+void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedModel& model,
+                     const optim::AdamW* optimizer, const dist::DeviceMesh& mesh,
+                     const config::Config& run_config, int64_t keep_top_k) {
+  const auto& world = mesh.world();
+  const int rank = world->rank();
+  const fs::path tmp = dir / fmt::format(".{}.tmp", step_name(info.step));
+  const fs::path final_dir = dir / step_name(info.step);
+  if (rank == 0) {
+    fs::create_directories(dir);
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+  }
+  world->barrier();
+
+  const auto index = param_index(*model.model);
+  io::NamedTensors tensors;
+  json offsets = json::object();
+  json shapes = json::object();
+  for (auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) {
+    offsets[name] = sp.dim0_offset;
+    shapes[name] = sp.spec.global_shape();
+    tensors.emplace_back("model/" + name, sp.local.detach().contiguous());
+    if (optimizer != nullptr) {
+      const auto& st = optimizer->state().at(index.at(name));
+      if (st.exp_avg.defined()) {
+        tensors.emplace_back("exp_avg/" + name, st.exp_avg.contiguous());
+        tensors.emplace_back("exp_avg_sq/" + name, st.exp_avg_sq.contiguous());
+      }
+    }
+  }
+  io::save_safetensors(tmp / fmt::format("rank_{}.safetensors", rank), tensors,
+                       {{"dim0_offsets", offsets.dump()}});
+  world->barrier();  // every shard is on disk before the step becomes visible
+
+  if (rank == 0) {
+    json meta;
+    meta["format"] = "tessel-checkpoint-1";
+    meta["step"] = info.step;
+    meta["world_size"] = world->size();
+    meta["mesh"] = mesh.layout().describe();
+    meta["optimizer_step"] = optimizer ? optimizer->step_count() : 0;
+    meta["has_optimizer"] = optimizer != nullptr && optimizer->step_count() > 0;
+    meta["sampler"] = json::parse(info.sampler.to_json());
+    meta["shapes"] = shapes;
+    io::write_file_atomically(tmp / "metadata.json", meta.dump(2));
+    io::write_file_atomically(tmp / "config.json", models::to_config_json(model.model->config()));
+    io::write_file_atomically(tmp / "config.yaml", run_config.to_yaml());
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+    prune(dir, keep_top_k);
+  }
+  world->barrier();
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return std::nullopt;
+  std::optional<std::pair<int64_t, fs::path>> best;
+  const std::regex pattern("step_([0-9]+)");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || !std::regex_match(name, m, pattern)) continue;
+    if (!fs::is_regular_file(e.path() / "metadata.json")) continue;
+    const int64_t step = std::stoll(m[1]);
+    if (!best || step > best->first) best = std::make_pair(step, e.path());
+  }
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
+CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
+                               optim::AdamW* optimizer) {
+  const json meta = read_metadata(step_dir);
+  const RankFiles rf = open_rank_files(step_dir, meta.at("world_size").get<int>());
+  const auto index = param_index(*model.model);
+  const bool with_optimizer = optimizer != nullptr && meta.value("has_optimizer", false);
+  std::vector<optim::AdamWParamState> states(index.size());
+  at::NoGradGuard no_grad;
+  for (auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) {
+    if (!meta.at("shapes").contains(name)) {
+      throw Error(fmt::format("checkpoint {} has no parameter '{}': it was saved from another "
+                              "model",
+                              step_dir.string(), name));
+    }
+    const auto shape = meta.at("shapes").at(name).get<std::vector<int64_t>>();
+    TESSEL_CHECK(shape == sp.spec.global_shape(), "checkpoint shape of {} differs from the model's",
+                 name);
+    auto rows = [&](const at::Tensor& full) {
+      return sp.local.dim() == 0 ? full.reshape({})
+                                 : full.narrow(0, sp.dim0_offset, sp.local.size(0));
+    };
+    sp.local.copy_(rows(assemble(rf, "model", name, shape)));
+    if (with_optimizer) {
+      auto& st = states.at(index.at(name));
+      st.exp_avg = rows(assemble(rf, "exp_avg", name, shape)).clone();
+      st.exp_avg_sq = rows(assemble(rf, "exp_avg_sq", name, shape)).clone();
+    }
+  }
+  if (with_optimizer) optimizer->load_state(std::move(states), meta.at("optimizer_step").get<int64_t>());
+  CheckpointInfo info;
+  info.step = meta.at("step").get<int64_t>();
+  info.sampler = data::SamplerState::from_json(meta.at("sampler").dump());
+  return info;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> load_full_tensors(const fs::path& step_dir,
+                                                                  const std::string& kind) {
+  const json meta = read_metadata(step_dir);
+  const RankFiles rf = open_rank_files(step_dir, meta.at("world_size").get<int>());
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& [name, shape] : meta.at("shapes").items()) {
+    out.emplace_back(name, assemble(rf, kind, name, shape.get<std::vector<int64_t>>()));
+  }
+  return out;
+}
+
+fs::path convert_checkpoint_to_hf(const fs::path& ckpt, const fs::path& out_dir) {
+  const fs::path step_dir = resolve_step_dir(ckpt);
+  const auto config = models::parse_model_config(read_text(step_dir / "config.json"),
+                                                 (step_dir / "config.json").string());
+  auto model = models::build_model(config);
+  std::map<std::string, at::Tensor> params;
+  for (auto& item : model->named_parameters()) params[item.key()] = item.value();
+  at::NoGradGuard no_grad;
+  for (const auto& [name, full] : load_full_tensors(step_dir)) {
+    const auto it = params.find(name);
+    if (it == params.end()) {
+      throw Error(fmt::format("checkpoint tensor '{}' is not a parameter of {}", name,
+                              config.architecture));
+    }
+    it->second.copy_(full);
+    params.erase(it);
+  }
+  if (!params.empty()) {
+    throw Error(fmt::format("checkpoint {} lacks parameter '{}'", step_dir.string(),
+                            params.begin()->first));
+  }
+  models::save_pretrained(*model, out_dir);
+  return step_dir;
+}
+
+}  // namespace tessel::train

@@ -1,0 +1,73 @@
+// Training checkpoints (SPEC 6): each rank writes its own shards, rank 0 one
+// metadata file, and the whole step appears atomically.
+//
+// Layout of <checkpointing.checkpoint_dir>/step_<N>/:
+//   rank_<r>.safetensors  this rank's local fp32 shards: "model/<name>", and
+//                         with save_optimizer "exp_avg/<name>",
+//                         "exp_avg_sq/<name>"; the header metadata records each
+//                         shard's first global row (dim0_offsets, JSON)
+//   metadata.json         step, world size, mesh, global shapes, optimizer
+//                         step, data sampler position (rank 0)
+//   config.json           the model's Hugging Face config (for `tessel convert`)
+//   config.yaml           the run's resolved config
+// Saving writes into .step_<N>.tmp and renames it when every rank is done, so
+// a crash mid-save leaves the previous checkpoints untouched and never a
+// half-written step_<N>.
+//
+// Loading reassembles each tensor's global rows from all rank files, so a
+// checkpoint resumes on any other world size or dp_replicate layout.
+// Randomness: the model is initialised once and the data order is a pure
+// function of (seed, epoch, position), so the sampler position is all the
+// RNG state a resumed run needs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+#include "data/sampler.h"
+#include "dist/device_mesh.h"
+#include "optim/adamw.h"
+#include "train/model_setup.h"
+
+namespace tessel::train {
+
+struct CheckpointInfo {
+  int64_t step = 0;
+  data::SamplerState sampler;
+};
+
+// Collective over the mesh's world. Keeps the `keep_top_k` most recent steps
+// (<= 0: all).
+void save_checkpoint(const std::filesystem::path& dir, const CheckpointInfo& info,
+                     ShardedModel& model, const optim::AdamW* optimizer,
+                     const dist::DeviceMesh& mesh, const config::Config& run_config,
+                     int64_t keep_top_k);
+
+// The step_<N> directory with the largest N under `dir`, if any.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
+
+// Restores parameters (and the optimizer state and step when `optimizer` is
+// given and the checkpoint has them) into the sharded model. Throws
+// tessel::Error naming the file and tensor when they do not match.
+CheckpointInfo load_checkpoint(const std::filesystem::path& step_dir, ShardedModel& model,
+                               optim::AdamW* optimizer);
+
+// Every parameter of the checkpoint as a full tensor (`kind` "model",
+// "exp_avg" or "exp_avg_sq"), by name.
+std::vector<std::pair<std::string, at::Tensor>> load_full_tensors(
+    const std::filesystem::path& step_dir, const std::string& kind = "model");
+
+// `tessel convert`: writes the checkpoint's model as a Hugging Face directory
+// (config.json + model.safetensors). `ckpt` may be a step_<N> directory or a
+// checkpoint_dir (its latest step is used).
+std::filesystem::path convert_checkpoint_to_hf(const std::filesystem::path& ckpt,
+                                               const std::filesystem::path& out_dir);
+
+}  // namespace tessel::train

@@ -1,0 +1,51 @@
+#include "train/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace tessel::train {
+
+MetricsWriter::MetricsWriter(const std::filesystem::path& dir, bool append)
+    : path_(dir / "metrics.jsonl") {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw Error(fmt::format("cannot create logger.log_dir {}: {}", dir.string(), ec.message()));
+  }
+  out_.open(path_, append ? std::ios::app : std::ios::trunc);
+  if (!out_) throw Error(fmt::format("cannot write {} (logger.log_dir)", path_.string()));
+}
+
+void MetricsWriter::write(const StepMetrics& m) {
+  nlohmann::ordered_json j;
+  j["split"] = "train";
+  j["step"] = m.step;
+  j["loss"] = m.loss;
+  j["grad_norm"] = m.grad_norm;
+  j["lr"] = m.lr;
+  j["tokens"] = m.tokens;
+  j["valid_tokens"] = m.valid_tokens;
+  j["tokens_per_s"] = m.tokens_per_s;
+  j["step_time_s"] = m.step_time_s;
+  j["peak_rss_bytes"] = m.peak_rss_bytes;
+  j["peak_rss_bytes_max"] =
+      m.peak_rss_bytes.empty() ? 0 : *std::max_element(m.peak_rss_bytes.begin(), m.peak_rss_bytes.end());
+  out_ << j.dump() << '\n';
+  out_.flush();
+}
+
+void MetricsWriter::write(const ValMetrics& m) {
+  nlohmann::ordered_json j;
+  j["split"] = "val";
+  j["step"] = m.step;
+  j["loss"] = m.loss;
+  j["valid_tokens"] = m.valid_tokens;
+  out_ << j.dump() << '\n';
+  out_.flush();
+}
+
+}  // namespace tessel::train

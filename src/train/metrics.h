@@ -1,0 +1,49 @@
+// Per-step training metrics (SPEC 6) and where they go: one JSON object per
+// line in <log_dir>/metrics.jsonl (always, rank 0 only), so a run can be
+// plotted or compared later without parsing the console output. Validation
+// results go to the same file with "split": "val", so one file holds the
+// whole run.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tessel::train {
+
+struct StepMetrics {
+  int64_t step = 0;             // 1-based optimizer step
+  double loss = 0.0;            // mean over the global batch's valid tokens
+  double grad_norm = 0.0;       // before clipping
+  double lr = 0.0;              // rate used by this step
+  int64_t tokens = 0;           // tokens of the global batch (all dp ranks)
+  int64_t valid_tokens = 0;     // tokens with a loss (response tokens)
+  double tokens_per_s = 0.0;    // tokens / step_time_s
+  double step_time_s = 0.0;
+  std::vector<int64_t> peak_rss_bytes;  // per world rank (VmHWM)
+};
+
+struct ValMetrics {
+  int64_t step = 0;  // optimizer steps done when validating
+  double loss = 0.0;
+  int64_t valid_tokens = 0;
+};
+
+// Appends to <dir>/metrics.jsonl (truncated when opened, unless `append` is
+// set for a resumed run). Every record is flushed, so a crashed run keeps
+// its metrics up to the last step.
+class MetricsWriter {
+ public:
+  MetricsWriter(const std::filesystem::path& dir, bool append = false);
+  void write(const StepMetrics& m);
+  void write(const ValMetrics& m);
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::ofstream out_;
+};
+
+}  // namespace tessel::train

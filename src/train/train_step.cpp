@@ -1,0 +1,100 @@
+#include "train/train_step.h"
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "loss/cross_entropy.h"
+#include "optim/grad_norm.h"
+
+namespace tessel::train {
+
+namespace {
+
+// [valid, tokens] of this rank's batches, summed over the dp group.
+std::pair<int64_t, int64_t> global_counts(const dist::DeviceMesh& mesh,
+                                          const std::vector<MicroBatch>& batches) {
+  int64_t valid = 0, tokens = 0;
+  for (const auto& b : batches) {
+    valid += b.labels.ne(loss::kIgnoreIndex).sum().item<int64_t>();
+    tokens += b.num_tokens;
+  }
+  auto counts = at::tensor({valid, tokens}, at::kLong);
+  mesh.group("dp")->all_reduce(counts);
+  return {counts[0].item<int64_t>(), counts[1].item<int64_t>()};
+}
+
+// Sums each value over the dp group in double precision. The communicator
+// reduces only fp32/bf16/fp16/int64, and an fp32 loss sum would round
+// differently per layout; gathering the doubles and adding them in rank
+// order gives every rank the same, layout-independent result.
+std::vector<double> global_sums(const dist::DeviceMesh& mesh, const std::vector<double>& local) {
+  const auto& dp = mesh.group("dp");
+  const auto n = static_cast<int64_t>(local.size());
+  const auto mine = at::tensor(local, at::kDouble);
+  auto all = at::zeros({dp->size() * n}, at::kDouble);
+  dp->all_gather_into(all, mine);
+  std::vector<double> out(local.size(), 0.0);
+  const double* data = all.data_ptr<double>();
+  for (int r = 0; r < dp->size(); ++r) {
+    for (int64_t i = 0; i < n; ++i) out[i] += data[r * n + i];
+  }
+  return out;
+}
+
+}  // namespace
+
+StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::DeviceMesh& mesh,
+                      const std::vector<MicroBatch>& micro_batches, double lr,
+                      double max_grad_norm) {
+  TESSEL_CHECK(!micro_batches.empty(), "a training step needs at least one micro batch");
+  StepResult result;
+  const auto [valid, tokens] = global_counts(mesh, micro_batches);
+  result.valid_tokens = valid;
+  result.tokens = tokens;
+  // A global batch without targets (every response truncated away) adds a
+  // zero gradient instead of NaN.
+  const double denom = static_cast<double>(std::max<int64_t>(valid, 1));
+
+  double local_loss_sum = 0.0;
+  const size_t n = micro_batches.size();
+  for (size_t i = 0; i < n; ++i) {
+    // Reduce (reduce-scatter, and the HSDP all-reduce) only once, after the
+    // last micro batch: earlier ones accumulate full-size local gradients.
+    model.root.set_requires_gradient_sync(i + 1 == n);
+    const auto& mb = micro_batches[i];
+    const at::Tensor logits = model.model->forward_logits(mb.input_ids);
+    const loss::LossSum ls = loss::cross_entropy_sum(logits, mb.labels);
+    local_loss_sum += ls.sum.detach().to(at::kDouble).item<double>();
+    (ls.sum / denom).backward();
+  }
+  result.loss = global_sums(mesh, {local_loss_sum})[0] / denom;
+  result.grad_norm = optim::clip_grad_norm(model.grad_sets(), max_grad_norm);
+  optimizer.set_lr(lr);
+  optimizer.step();
+  optimizer.zero_grad();
+  return result;
+}
+
+EvalResult evaluate(ShardedModel& model, const dist::DeviceMesh& mesh,
+                    const std::vector<MicroBatch>& micro_batches) {
+  at::NoGradGuard no_grad;
+  double local_sum = 0.0;
+  int64_t local_valid = 0;
+  for (const auto& mb : micro_batches) {
+    const at::Tensor logits = model.model->forward_logits(mb.input_ids);
+    const loss::LossSum ls = loss::cross_entropy_sum(logits, mb.labels);
+    local_sum += ls.sum.to(at::kDouble).item<double>();
+    local_valid += ls.num_valid;
+  }
+  const auto sums = global_sums(mesh, {local_sum, static_cast<double>(local_valid)});
+  EvalResult r;
+  r.valid_tokens = static_cast<int64_t>(sums[1]);
+  r.loss = r.valid_tokens > 0 ? sums[0] / sums[1] : std::numeric_limits<double>::quiet_NaN();
+  return r;
+}
+
+}  // namespace tessel::train

@@ -1,0 +1,53 @@
+// One optimizer step (ARCHITECTURE "One training step"): forward/backward of
+// this rank's micro batches with gradient accumulation, loss normalised by
+// the GLOBAL count of valid tokens, clipping by the global norm, AdamW.
+//
+// Normalisation: before any backward, the valid-token count of the whole
+// global batch is all-reduced over the dp group, and every micro batch's
+// backward uses loss_sum / global_count. FSDP sums gradients over the dp
+// ranks (divide factor 1, set in model_setup), so the gradient is exactly
+// that of the mean loss over the global batch, however it was split into
+// ranks and micro batches (SPEC 6). Gradients are reduced only after the
+// last micro batch (set_requires_gradient_sync).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "dist/device_mesh.h"
+#include "optim/adamw.h"
+#include "train/model_setup.h"
+
+namespace tessel::train {
+
+struct MicroBatch {
+  at::Tensor input_ids;  // [B, T] int64
+  at::Tensor labels;     // [B, T] int64, next-token targets, loss::kIgnoreIndex where none
+  int64_t num_tokens = 0;  // real (non-padding) tokens, for throughput
+};
+
+struct StepResult {
+  double loss = 0.0;          // global mean over valid tokens
+  double grad_norm = 0.0;     // before clipping
+  int64_t valid_tokens = 0;   // global
+  int64_t tokens = 0;         // global
+};
+
+// Runs the step and updates the parameters with `lr`. Collective over the
+// mesh: every rank passes the same number of micro batches.
+StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::DeviceMesh& mesh,
+                      const std::vector<MicroBatch>& micro_batches, double lr,
+                      double max_grad_norm);
+
+struct EvalResult {
+  double loss = 0.0;  // global mean over valid tokens (NaN when none)
+  int64_t valid_tokens = 0;
+};
+
+// Loss without gradients over this rank's batches, reduced over the dp group.
+EvalResult evaluate(ShardedModel& model, const dist::DeviceMesh& mesh,
+                    const std::vector<MicroBatch>& micro_batches);
+
+}  // namespace tessel::train

@@ -1,0 +1,256 @@
+#include "train/trainer.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "data/collate.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "data/tokenizer.h"
+#include "io/atomic_file.h"
+#include "loss/cross_entropy.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+#include "train/checkpoint.h"
+#include "train/loss_curve_svg.h"
+#include "train/memory.h"
+#include "train/progress.h"
+#include "train/train_step.h"
+
+namespace tessel::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+data::Dataset load_split(const DatasetOptions& which, const TrainOptions& o,
+                         const data::Tokenizer& tokenizer, int64_t vocab_size) {
+  data::DatasetOptions d;
+  d.sequence.add_bos = o.add_bos;
+  d.sequence.add_eos = o.add_eos;
+  d.sequence.max_input_seq_length = o.max_input_seq_length;
+  d.split = which.split.empty() ? "train" : which.split;
+  d.seed = o.seed;
+  d.vocab_size = vocab_size;
+  return data::load_dataset(which.name, &tokenizer, d);
+}
+
+MicroBatch to_micro_batch(const data::Batch& b) {
+  MicroBatch mb;
+  mb.input_ids = b.input_ids;
+  mb.labels = loss::next_token_labels(b.input_ids, b.loss_mask);
+  mb.num_tokens = b.num_tokens;
+  return mb;
+}
+
+std::vector<MicroBatch> collate_step(const data::Dataset& ds,
+                                     const std::vector<std::vector<int64_t>>& micro_indices,
+                                     const data::CollateOptions& collate) {
+  std::vector<MicroBatch> out;
+  out.reserve(micro_indices.size());
+  for (const auto& idx : micro_indices) out.push_back(to_micro_batch(data::collate(ds, idx, collate)));
+  return out;
+}
+
+// Validation over the first val_batches global batches of the validation
+// set, in file order (the same rows every time, so values are comparable).
+class Validator {
+ public:
+  Validator(data::Dataset dataset, const TrainOptions& o, const dist::DeviceMesh& mesh,
+            data::CollateOptions collate)
+      : dataset_(std::move(dataset)), collate_(collate) {
+    options_.global_batch_size = o.val_global_batch_size;
+    options_.micro_batch_size = o.val_micro_batch_size;
+    options_.dp_size = mesh.layout().dp_size();
+    options_.dp_rank = mesh.coordinate("dp");
+    options_.seed = o.seed;
+    options_.shuffle = false;
+    // Constructing checks the batch sizes against the set up front.
+    const data::DistributedSampler probe(dataset_.size(), options_);
+    num_batches_ = o.val_batches > 0 ? std::min(o.val_batches, probe.steps_per_epoch())
+                                     : probe.steps_per_epoch();
+  }
+
+  EvalResult run(ShardedModel& model, const dist::DeviceMesh& mesh) const {
+    data::DistributedSampler sampler(dataset_.size(), options_);
+    std::vector<MicroBatch> batches;
+    for (int64_t b = 0; b < num_batches_; ++b) {
+      for (auto& mb : collate_step(dataset_, sampler.next_step(), collate_)) {
+        batches.push_back(std::move(mb));
+      }
+    }
+    return evaluate(model, mesh, batches);
+  }
+
+ private:
+  data::Dataset dataset_;
+  data::CollateOptions collate_;
+  data::SamplerOptions options_;
+  int64_t num_batches_ = 0;
+};
+
+std::string human_bytes(int64_t b) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
+                  const RunOptions& run) {
+  const TrainOptions o = train_options_from(config);
+  const bool rank0 = mesh.world()->rank() == 0;
+  const bool speak = rank0 && !run.quiet;
+
+  // Model, tokenizer and data (identical on every rank: seeded).
+  auto model = build_model(o);
+  const int64_t vocab = model->config().vocab_size;
+  const auto tokenizer = data::load_tokenizer(o.tokenizer, vocab);
+  data::Dataset train_set = load_split(o.train_data, o, *tokenizer, vocab);
+  data::CollateOptions collate;
+  collate.pad_id = tokenizer->pad_id();
+  collate.divisible_by = o.seq_len_divisible_by;
+
+  data::SamplerOptions sampler_options;
+  sampler_options.global_batch_size = o.global_batch_size;
+  sampler_options.micro_batch_size = o.micro_batch_size;
+  sampler_options.dp_size = mesh.layout().dp_size();
+  sampler_options.dp_rank = mesh.coordinate("dp");
+  sampler_options.seed = o.seed;
+  sampler_options.shuffle = o.shuffle;
+  data::DistributedSampler sampler(train_set.size(), sampler_options);
+
+  const bool want_val = o.val_data && (o.val_period > 0 || o.val_at_start || o.val_at_end);
+  std::optional<Validator> validator;
+  if (want_val) {
+    validator.emplace(load_split(*o.val_data, o, *tokenizer, vocab), o, mesh, collate);
+  }
+
+  const int64_t total_steps =
+      std::min(o.max_num_steps, o.max_num_epochs * sampler.steps_per_epoch());
+  int64_t num_params = 0;
+  for (const auto& p : model->parameters()) num_params += p.numel();
+
+  ShardedModel sharded = shard_model(model, mesh, o);
+  optim::AdamW optimizer(sharded.params, o.adamw);
+  std::vector<StepMetrics> steps;
+  std::vector<ValMetrics> validations;
+
+  if (rank0) {
+    log::info("model {} ({} parameters), tokenizer {}", o.model_name, num_params,
+              tokenizer->describe());
+    log::info("mesh {}; dp size {}", mesh.layout().describe(), mesh.layout().dp_size());
+    log::info("data '{}': {} examples, {} steps per epoch; global batch {} = micro batch {} x "
+              "accumulation {} x dp {}; training {} steps",
+              o.train_data.name, train_set.size(), sampler.steps_per_epoch(),
+              o.global_batch_size, o.micro_batch_size, sampler.accumulation_steps(),
+              mesh.layout().dp_size(), total_steps);
+  }
+  // Resume from the latest complete checkpoint, as the reference does when
+  // checkpointing is enabled and its directory already holds one.
+  int64_t start_step = 0;
+  if (o.checkpoint.enabled) {
+    if (const auto latest = latest_checkpoint(o.checkpoint.dir)) {
+      const CheckpointInfo info = load_checkpoint(*latest, sharded, &optimizer);
+      sampler.load_state(info.sampler);
+      start_step = info.step;
+      if (rank0) log::info("resumed from {} (step {})", latest->string(), start_step);
+    }
+  }
+
+  std::unique_ptr<MetricsWriter> metrics;
+  std::unique_ptr<Progress> progress;
+  if (rank0 && run.write_logs) {
+    metrics = std::make_unique<MetricsWriter>(o.log_dir, /*append=*/start_step > 0);
+    io::write_file_atomically(fs::path(o.log_dir) / "config.yaml", config.to_yaml());
+  }
+  if (speak) {
+    const bool interactive = run.interactive.value_or(Progress::is_terminal(run.progress_out));
+    progress =
+        std::make_unique<Progress>(run.progress_out, total_steps, interactive, start_step);
+  }
+
+  auto validate = [&](int64_t step) {
+    const EvalResult r = validator->run(sharded, mesh);
+    ValMetrics v{step, r.loss, r.valid_tokens};
+    validations.push_back(v);
+    if (metrics) metrics->write(v);
+    if (progress) progress->validation(v);
+  };
+
+  if (validator && o.val_at_start) validate(start_step);
+  const auto run_start = Clock::now();
+  int64_t run_tokens = 0;
+  for (int64_t step = start_step; step < total_steps; ++step) {
+    const auto t0 = Clock::now();
+    const auto batches = collate_step(train_set, sampler.next_step(), collate);
+    const double lr = optim::lr_at(o.lr_schedule, step);
+    const StepResult r = train_step(sharded, optimizer, mesh, batches, lr, o.max_grad_norm);
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+
+    StepMetrics m;
+    m.step = step + 1;
+    m.loss = r.loss;
+    m.grad_norm = r.grad_norm;
+    m.lr = lr;
+    m.tokens = r.tokens;
+    m.valid_tokens = r.valid_tokens;
+    m.step_time_s = seconds;
+    m.tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0.0;
+    m.peak_rss_bytes = gather_peak_rss(*mesh.world());
+    run_tokens += r.tokens;
+    steps.push_back(m);
+    if (metrics) metrics->write(m);
+    if (progress) progress->step(m);
+    if (!std::isfinite(r.loss)) {
+      throw Error(fmt::format("loss is {} at step {}: training diverged; lower "
+                              "policy.optimizer.kwargs.lr or set policy.max_grad_norm",
+                              r.loss, m.step));
+    }
+    const bool last = step + 1 == total_steps;
+    if (validator && o.val_period > 0 && (step + 1) % o.val_period == 0 &&
+        !(last && o.val_at_end)) {
+      validate(step + 1);
+    }
+    if (o.checkpoint.enabled &&
+        ((o.checkpoint.save_period > 0 && (step + 1) % o.checkpoint.save_period == 0) || last)) {
+      save_checkpoint(o.checkpoint.dir, CheckpointInfo{step + 1, sampler.state()}, sharded,
+                      o.checkpoint.save_optimizer ? &optimizer : nullptr, mesh, config,
+                      o.checkpoint.keep_top_k);
+    }
+  }
+  if (validator && o.val_at_end) validate(total_steps);
+  const double total_s = std::chrono::duration<double>(Clock::now() - run_start).count();
+
+  if (rank0 && run.write_logs) {
+    LossCurve curve;
+    curve.title = fmt::format("{} on {} ({})", o.model_name, o.train_data.name,
+                              mesh.layout().describe());
+    for (const auto& s : steps) curve.train.emplace_back(s.step, s.loss);
+    for (const auto& v : validations) curve.val.emplace_back(v.step, v.loss);
+    write_loss_curve_svg(curve, fs::path(o.log_dir) / "loss_curve.svg");
+  }
+  if (progress && !steps.empty()) {
+    const auto& first = steps.front();
+    const auto& lastm = steps.back();
+    int64_t peak = 0;
+    for (auto b : lastm.peak_rss_bytes) peak = std::max(peak, b);
+    progress->finish(fmt::format(
+        "done: {} steps in {:.1f}s, loss {:.4f} -> {:.4f}, {:.0f} tokens/s, peak memory {} per "
+        "rank{}",
+        steps.size(), total_s, first.loss, lastm.loss,
+        total_s > 0 ? static_cast<double>(run_tokens) / total_s : 0.0, human_bytes(peak),
+        run.write_logs ? fmt::format("; logs in {}", o.log_dir) : std::string()));
+  }
+  return TrainResult{std::move(steps), std::move(validations), total_steps, std::move(sharded)};
+}
+
+}  // namespace tessel::train

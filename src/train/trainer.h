@@ -1,0 +1,41 @@
+// The training loop of `tessel train` (SPEC 6), as a library call so tests
+// drive exactly what the CLI runs. From a resolved config and a device mesh
+// it builds the model and data, shards the model (model_setup.h), runs
+// max_num_steps optimizer steps (train_step.h) with the LR schedule, validates
+// every sft.val_period steps, and reports: progress on stdout, metrics.jsonl,
+// config.yaml and loss_curve.svg under logger.log_dir (rank 0 only).
+//
+// Collective over the mesh: every rank calls train() with the same config.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+#include "config/config.h"
+#include "dist/device_mesh.h"
+#include "train/metrics.h"
+#include "train/model_setup.h"
+#include "train/train_options.h"
+
+namespace tessel::train {
+
+struct RunOptions {
+  std::FILE* progress_out = stdout;   // rank 0's progress and summary lines
+  std::optional<bool> interactive;    // redraw one line; default: progress_out is a terminal
+  bool quiet = false;                 // no progress output at all (tests)
+  bool write_logs = true;             // metrics.jsonl, config.yaml, loss_curve.svg
+};
+
+struct TrainResult {
+  std::vector<StepMetrics> steps;      // every rank gets the same values
+  std::vector<ValMetrics> validations;
+  int64_t total_steps = 0;
+  ShardedModel model;                  // the trained (sharded) model
+};
+
+TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
+                  const RunOptions& run = {});
+
+}  // namespace tessel::train

@@ -1,0 +1,183 @@
+// The built `tessel` program end to end (through popen): `tessel mesh` prints
+// the hand-expected groups, invalid layouts exit 2 with a message naming the
+// value, and `tessel run` starts ranks through mpirun and forwards exit codes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+using testing::HasSubstr;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout, then stderr when merged
+};
+
+std::string tessel_binary() {
+  const char* dir = std::getenv("TESSEL_BINARY_DIR");
+  return std::string(dir ? dir : ".") + "/bin/tessel";
+}
+
+// Runs `tessel ARGS` through the shell; stderr goes to the output when
+// `merge_stderr` (for messages), or is dropped (for parsing stdout as JSON).
+Result run_tessel(const std::string& args, bool merge_stderr = true,
+                  const std::string& env_prefix = "") {
+  const std::string cmd = env_prefix + " '" + tessel_binary() + "' " + args +
+                          (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  Result r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+using Groups = std::vector<std::vector<int>>;
+
+TEST(MeshCli, HsdpWorld16JsonGroups) {
+  Result r = run_tessel("mesh --world 16 policy.dtensor_cfg.dp_replicate_size=2 --json",
+                        /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["world_size"], 16);
+  EXPECT_EQ(j["dp_size"], 16);
+  EXPECT_EQ(j["dims"]["dp_replicate"], 2);
+  EXPECT_EQ(j["dims"]["dp_shard"], 8);
+  EXPECT_EQ(j["dims"]["cp"], 1);
+  EXPECT_EQ(j["dims"]["tp"], 1);
+  EXPECT_EQ(j["groups"]["dp_shard"].get<Groups>(),
+            (Groups{{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}}));
+  EXPECT_EQ(j["groups"]["dp_replicate"].get<Groups>(),
+            (Groups{{0, 8}, {1, 9}, {2, 10}, {3, 11}, {4, 12}, {5, 13}, {6, 14}, {7, 15}}));
+  EXPECT_EQ(j["groups"]["dp"].get<Groups>().size(), 1u);
+  EXPECT_EQ(j["groups"]["tp"].get<Groups>().size(), 16u);
+}
+
+TEST(MeshCli, ExplicitConfigAndTpOverride) {
+  const char* src = std::getenv("TESSEL_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  Result r = run_tessel(std::string("mesh '") + src +
+                            "/examples/configs/sft.yaml' --world 8 "
+                            "policy.dtensor_cfg.tensor_parallel_size=2 "
+                            "policy.dtensor_cfg.dp_replicate_size=2 --json",
+                        false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["groups"]["tp"].get<Groups>(), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(j["groups"]["dp_shard"].get<Groups>(), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(j["groups"]["dp_replicate"].get<Groups>(), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+}
+
+TEST(MeshCli, WorldDefaultsToClusterSize) {
+  Result r = run_tessel("mesh cluster.num_nodes=2 cluster.gpus_per_node=3 --json", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["world_size"], 6);
+  EXPECT_EQ(j["groups"]["dp_shard"].get<Groups>(), (Groups{{0, 1, 2, 3, 4, 5}}));
+}
+
+TEST(MeshCli, DeleteAndAddOverrides) {
+  // `~` deletes the key: dp_replicate_size falls back to 1 (no HSDP).
+  Result r = run_tessel("mesh --world 4 ~policy.dtensor_cfg.dp_replicate_size --json", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["dims"]["dp_replicate"], 1);
+  EXPECT_EQ(j["groups"]["dp_shard"].get<Groups>(), (Groups{{0, 1, 2, 3}}));
+  // `+` adds a key; an unknown one under dtensor_cfg is rejected (exit 2).
+  Result bad = run_tessel("mesh --world 4 +policy.dtensor_cfg.pipeline_parallel_size=2");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("pipeline_parallel_size"));
+}
+
+TEST(MeshCli, TextTableListsEveryGroup) {
+  Result r = run_tessel("mesh --world 4 policy.dtensor_cfg.tensor_parallel_size=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("dp_replicate=1 x dp_shard=2 x cp=1 x tp=2 (world 4)"));
+  EXPECT_THAT(r.output, HasSubstr("{0,1} {2,3}"));  // tp
+  EXPECT_THAT(r.output, HasSubstr("{0,2} {1,3}"));  // dp_shard
+  for (const char* name : {"tp", "cp", "dp_replicate", "dp_shard", "dp_shard_cp", "dp", "dp_cp"}) {
+    EXPECT_THAT(r.output, HasSubstr(std::string("\n") + name + " ")) << name;
+  }
+}
+
+struct InvalidCli {
+  std::string args;
+  std::vector<std::string> message_parts;
+};
+
+TEST(MeshCli, InvalidLayoutsExit2WithMessage) {
+  const std::vector<InvalidCli> cases = {
+      {"mesh --world 8 policy.dtensor_cfg.dp_replicate_size=8",
+       {"dp_replicate_size=8", "smaller than", "dp_size"}},
+      {"mesh --world 12 policy.dtensor_cfg.dp_replicate_size=5",
+       {"dp_replicate_size=5", "evenly divide"}},
+      {"mesh --world 8 policy.dtensor_cfg.dp_replicate_size=0", {"dp_replicate_size", "positive"}},
+      {"mesh --world 8 policy.dtensor_cfg.dp_replicate_size=-1", {"dp_replicate_size", "positive"}},
+      {"mesh --world 16 policy.dtensor_cfg.dp_replicate_size=2 policy.dtensor_cfg._v2=false",
+       {"HSDP only works on the DTensor v2 backend", "_v2=true"}},
+      {"mesh --world 6 policy.dtensor_cfg.tensor_parallel_size=4", {"world size 6", "= 4"}},
+      {"mesh --world 8 policy.dtensor_cfg.expert_parallel_size=2",
+       {"expert_parallel_size=2", "mixture-of-experts"}},
+      {"mesh --world 0", {"world size 0"}},
+      {"mesh --world 4 policy.dtensor_cfg.tensor_parallel_sise=2", {"tensor_parallel_sise"}},
+  };
+  for (const auto& c : cases) {
+    Result r = run_tessel(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    for (const auto& part : c.message_parts) EXPECT_THAT(r.output, HasSubstr(part)) << c.args;
+  }
+}
+
+TEST(MeshCli, MissingConfigFileExits2) {
+  Result r = run_tessel("mesh /nonexistent/tessel.yaml --world 2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("/nonexistent/tessel.yaml"));
+}
+
+TEST(RunCli, StartsRanksThroughMpirun) {
+  // Every rank prints the table; rank count is visible as repeated headers.
+  Result r = run_tessel("run -n 2 -- mesh --world 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  size_t count = 0;
+  for (size_t pos = r.output.find("(world 2)"); pos != std::string::npos;
+       pos = r.output.find("(world 2)", pos + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 2u) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--bind-to none"));
+  EXPECT_THAT(r.output, HasSubstr("OPENBLAS_NUM_THREADS=1"));
+}
+
+TEST(RunCli, ForwardsTheRanksExitCode) {
+  Result r = run_tessel("run -n 2 -- mesh --world 8 policy.dtensor_cfg.dp_replicate_size=8");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("dp_replicate_size=8"));
+}
+
+TEST(RunCli, MissingMpirunIsAClearError) {
+  Result r = run_tessel("run -n 2 -- mesh --world 2", true, "PATH=/nonexistent");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("mpirun not found on PATH"));
+  EXPECT_THAT(r.output, HasSubstr("--mpirun"));
+  Result r2 = run_tessel("run -n 2 --mpirun /nonexistent/mpirun -- mesh --world 2");
+  EXPECT_EQ(r2.exit_code, 1) << r2.output;
+  EXPECT_THAT(r2.output, HasSubstr("/nonexistent/mpirun not found"));
+}
+
+TEST(RunCli, NeedsACommandAndPositiveRanks) {
+  EXPECT_EQ(run_tessel("run -n 2").exit_code, 2);
+  EXPECT_NE(run_tessel("run -n 0 -- mesh --world 2").exit_code, 0);
+}
+
+}  // namespace

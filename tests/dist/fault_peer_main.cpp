@@ -1,0 +1,36 @@
+// A small MPI program for fault_test.cpp: one rank misbehaves during an
+// all-reduce on a named group, the others must not wait forever.
+//   dist_fault_peer hang  - rank 1 sleeps instead of joining the collective
+//   dist_fault_peer kill  - rank 1 dies (SIGKILL) instead of joining
+//   dist_fault_peer ok    - everyone joins (the harness's control case)
+// Exits 0 only when the all-reduce completed on this rank with the right sum.
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "dist/communicator.h"
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "ok";
+  auto world = tessel::dist::world();
+  auto group = world->split(0, world->rank(), "hang_group");
+  const bool bad_rank = world->rank() == 1;
+  if (bad_rank && std::strcmp(mode, "hang") == 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(120));
+    return 3;
+  }
+  if (bad_rank && std::strcmp(mode, "kill") == 0) {
+    std::raise(SIGKILL);
+  }
+  at::Tensor t = at::ones({1000});
+  group->all_reduce(t);
+  const bool right = t.eq(static_cast<float>(world->size())).all().item<bool>();
+  std::fprintf(stderr, "fault_peer rank %d: all_reduce finished (%s)\n", world->rank(),
+               right ? "correct" : "WRONG");
+  tessel::dist::shutdown();
+  return right ? 0 : 4;
+}

@@ -1,0 +1,85 @@
+// Dead and hung peers: launches dist_fault_peer (built next to this binary)
+// under mpirun and checks that the job ends non-zero, in bounded time, and,
+// for a hung peer, with the timeout message naming the collective and group.
+// The outer `timeout` only bounds a broken run; no test asserts on times.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "dist/communicator.h"
+
+namespace tessel::dist {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;  // 124: the outer `timeout` had to end it
+  std::string output;
+};
+
+std::string peer_program() {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dist_fault_peer")
+      .string();
+}
+
+RunResult run_job(const std::string& mode, int ranks, int timeout_s) {
+  const std::string command =
+      "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 "
+      "OMPI_MCA_btl_vader_single_copy_mechanism=none TESSEL_COLLECTIVE_TIMEOUT_S=" +
+      std::to_string(timeout_s) + " timeout -k 10 180 mpirun --oversubscribe --bind-to none -np " +
+      std::to_string(ranks) + " " + peer_program() + " " + mode + " 2>&1";
+  RunResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer;
+  size_t got;
+  while ((got = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), got);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+class FaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (world()->size() > 1) GTEST_SKIP() << "launches its own mpirun; run without mpirun";
+    if (!std::filesystem::exists(peer_program())) {
+      FAIL() << "missing " << peer_program() << "; build the dist_fault_peer target";
+    }
+  }
+};
+
+TEST_F(FaultTest, HealthyJobSucceeds) {
+  RunResult r = run_job("ok", 3, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("all_reduce finished (correct)"), std::string::npos) << r.output;
+}
+
+TEST_F(FaultTest, HungPeerEndsJobWithTimeoutMessage) {
+  RunResult r = run_job("hang", 3, 2);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "the outer bound had to kill the job:\n" << r.output;
+  EXPECT_NE(r.output.find("tessel: collective all_reduce on group 'hang_group (ranks 0,1,2)' "
+                          "did not finish within 2 s on rank "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("Set TESSEL_COLLECTIVE_TIMEOUT_S to change the limit."),
+            std::string::npos);
+  EXPECT_EQ(r.output.find("all_reduce finished"), std::string::npos) << r.output;
+}
+
+TEST_F(FaultTest, KilledPeerEndsJob) {
+  // Our timeout is set high: mpirun itself notices the dead process and ends
+  // the job; either way the job must end non-zero before the outer bound.
+  RunResult r = run_job("kill", 3, 60);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "the outer bound had to kill the job:\n" << r.output;
+  EXPECT_EQ(r.output.find("all_reduce finished"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace tessel::dist

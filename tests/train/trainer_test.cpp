@@ -1,0 +1,167 @@
+// The trainer through the library, world 1: a short run learns (loss finite
+// and falling, logs written), gradient accumulation gives the same training
+// as one big micro batch (losses per step and final parameters), and bad
+// input fails with a UsageError naming the problem.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/device_mesh.h"
+#include "fsdp/state_dict.h"
+#include "train/train_fixture.h"
+#include "train/trainer.h"
+
+namespace tessel::train {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TrainFixture;
+
+dist::DeviceMesh world_mesh() {
+  dist::MeshSizes sizes;
+  sizes.world_size = 1;
+  return dist::DeviceMesh(dist::MeshLayout(sizes), dist::world());
+}
+
+RunOptions quiet() {
+  RunOptions r;
+  r.quiet = true;
+  return r;
+}
+
+std::map<std::string, at::Tensor> final_params(TrainResult& r) {
+  std::map<std::string, at::Tensor> out;
+  for (auto& [name, t] : fsdp::full_state_dict(*r.model.model)) out[name] = t;
+  return out;
+}
+
+class TrainerTest : public TrainFixture {};
+
+TEST_F(TrainerTest, ShortRunLearnsAndWritesLogs) {
+  const auto mesh = world_mesh();
+  RunOptions run;
+  run.quiet = true;
+  run.write_logs = true;
+  TrainResult r = train(make_config({"sft.max_num_steps=8", "sft.val_period=4",
+                                     "sft.val_batches=1", "sft.val_global_batch_size=4",
+                                     "sft.val_micro_batch_size=2"}),
+                        mesh, run);
+  ASSERT_EQ(r.steps.size(), 8u);
+  for (const auto& s : r.steps) {
+    EXPECT_TRUE(std::isfinite(s.loss)) << "step " << s.step;
+    EXPECT_GT(s.valid_tokens, 0);
+    EXPECT_GT(s.tokens, s.valid_tokens);  // prompts are not targets
+    EXPECT_GT(s.grad_norm, 0.0);
+  }
+  // A byte-level model starts near log(256) = 5.55 and must learn the format.
+  EXPECT_NEAR(r.steps.front().loss, std::log(256.0), 0.5);
+  EXPECT_LT(r.steps.back().loss, r.steps.front().loss - 1.0);
+  ASSERT_EQ(r.validations.size(), 2u);  // steps 4 and 8
+  EXPECT_EQ(r.validations[0].step, 4);
+  EXPECT_LT(r.validations[1].loss, r.validations[0].loss);
+
+  std::ifstream metrics(log_dir() + "/metrics.jsonl");
+  std::string line;
+  int train_lines = 0;
+  while (std::getline(metrics, line)) {
+    if (line.find("\"split\":\"train\"") != std::string::npos) {
+      ++train_lines;
+      EXPECT_THAT(line, HasSubstr("\"peak_rss_bytes\":["));
+      EXPECT_THAT(line, HasSubstr("\"tokens_per_s\""));
+    }
+  }
+  EXPECT_EQ(train_lines, 8);
+  std::ifstream svg(log_dir() + "/loss_curve.svg");
+  std::string svg_text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(svg_text, HasSubstr("<polyline"));
+  EXPECT_TRUE(std::filesystem::exists(log_dir() + "/config.yaml"));
+}
+
+TEST_F(TrainerTest, WarmupScheduleSetsLrPerStep) {
+  const auto mesh = world_mesh();
+  // The reference list form: LinearLR from 0.1 over 4 steps, then constant.
+  TrainResult r = train(
+      make_config({"sft.max_num_steps=6",
+                   "policy.scheduler=[{name: torch.optim.lr_scheduler.LinearLR, kwargs: "
+                   "{start_factor: 0.1, end_factor: 1.0, total_iters: 4}}, {name: "
+                   "torch.optim.lr_scheduler.ConstantLR, kwargs: {factor: 1.0, total_iters: "
+                   "100}}, {milestones: [4]}]"}),
+      mesh, quiet());
+  // torch: lr_s = 0.003 * (0.1 + 0.9 * s / 4) for s < 4, then 0.003.
+  const double expected[] = {0.0003, 0.000975, 0.00165, 0.002325, 0.003, 0.003};
+  ASSERT_EQ(r.steps.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(r.steps[i].lr, expected[i], 1e-12) << i;
+}
+
+// Splitting the global batch into micro batches must not change training:
+// the loss is normalised by the global valid-token count, not per micro batch.
+TEST_F(TrainerTest, AccumulationMatchesOneMicroBatch) {
+  const auto mesh = world_mesh();
+  TrainResult one = train(make_config({"policy.train_micro_batch_size=4"}), mesh, quiet());
+  TrainResult four = train(make_config({"policy.train_micro_batch_size=1"}), mesh, quiet());
+  ASSERT_EQ(one.steps.size(), four.steps.size());
+  for (size_t i = 0; i < one.steps.size(); ++i) {
+    EXPECT_EQ(one.steps[i].valid_tokens, four.steps[i].valid_tokens);
+    EXPECT_NEAR(one.steps[i].loss, four.steps[i].loss, 1e-5 * std::abs(one.steps[i].loss))
+        << "step " << i + 1;
+    EXPECT_NEAR(one.steps[i].grad_norm, four.steps[i].grad_norm,
+                1e-4 * one.steps[i].grad_norm)
+        << "step " << i + 1;
+  }
+  const auto a = final_params(one);
+  const auto b = final_params(four);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    EXPECT_TRUE(at::allclose(t, b.at(name), 1e-4, 1e-6)) << name << " max diff "
+        << (t - b.at(name)).abs().max().item<float>();
+  }
+}
+
+TEST_F(TrainerTest, MissingDatasetIsUsageError) {
+  const auto mesh = world_mesh();
+  try {
+    train(make_config({"data.train.dataset_name='" + (dir_ / "nope.jsonl").string() + "'"}),
+          mesh, quiet());
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("nope.jsonl"));
+  }
+}
+
+TEST_F(TrainerTest, IndivisibleBatchIsUsageError) {
+  const auto mesh = world_mesh();
+  try {
+    train(make_config({"policy.train_global_batch_size=6", "policy.train_micro_batch_size=4"}),
+          mesh, quiet());
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("6"));
+    EXPECT_THAT(e.what(), HasSubstr("micro batch"));
+  }
+}
+
+TEST_F(TrainerTest, UnknownKeysAreUsageErrors) {
+  // A key the recipe does not have, on the command line.
+  EXPECT_THROW(make_config({"sft.max_num_stepz=3"}), UsageError);
+  // A typo inside a mapping read whole: the optimizer kwargs.
+  const auto mesh = world_mesh();
+  try {
+    train(make_config({"+policy.optimizer.kwargs.weight_decai=0.1"}), mesh, quiet());
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("weight_decai"));
+    EXPECT_THAT(e.what(), HasSubstr("weight_decay"));
+  }
+}
+
+}  // namespace
+}  // namespace tessel::train
