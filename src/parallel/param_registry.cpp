@@ -68,4 +68,34 @@ at::Tensor local_piece(const at::Tensor& full, const TpParam& param, int tp_size
   return (parts == 1 ? pieces[0] : at::cat(pieces, dim)).clone(at::MemoryFormat::Contiguous);
 }
 
+std::vector<int64_t> local_piece_shape(const TpParam& param, int tp_size, int tp_rank) {
+  std::vector<int64_t> shape = param.spec.global_shape();
+  const tensor::Layout layout = tp_layout(param);
+  if (!layout.is_shard()) return shape;
+  auto& extent = shape.at(static_cast<size_t>(layout.dim()));
+  const int64_t part = extent / param.packed_parts;
+  extent = param.packed_parts * tensor::chunk_size(part, tp_size, tp_rank);
+  return shape;
+}
+
+at::Tensor join_pieces(const std::vector<at::Tensor>& pieces, const TpParam& param) {
+  TESSEL_CHECK(!pieces.empty(), "join_pieces needs the piece of every tp rank");
+  const tensor::Layout layout = tp_layout(param);
+  if (!layout.is_shard()) return pieces.front();
+  const int64_t dim = layout.dim();
+  const int parts = param.packed_parts;
+  // Piece r is [part0_r, part1_r, ...]: regroup as [part0_0, part0_1, ...,
+  // part1_0, ...] so packed halves come back in place.
+  std::vector<at::Tensor> ordered;
+  for (int k = 0; k < parts; ++k) {
+    for (const auto& piece : pieces) {
+      const int64_t n = piece.size(dim) / parts;
+      ordered.push_back(piece.narrow(dim, k * n, n));
+    }
+  }
+  return at::cat(ordered, dim);
+}
+
+bool is_tp_sharded(const TpParam& param) { return tp_layout(param).is_shard(); }
+
 }  // namespace tessel::parallel

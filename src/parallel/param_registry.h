@@ -50,4 +50,15 @@ at::Tensor full_tensor(const at::Tensor& local, const TpParam& param, const dist
 // This rank's piece of a full tensor, as `param` places it (a new tensor).
 at::Tensor local_piece(const at::Tensor& full, const TpParam& param, int tp_size, int tp_rank);
 
+// The shape of tp rank `tp_rank`'s piece (pure arithmetic, no tensor).
+std::vector<int64_t> local_piece_shape(const TpParam& param, int tp_size, int tp_rank);
+
+// The inverse of local_piece without communication: the full tensor from the
+// pieces of every tp rank (pieces[r] = local_piece(full, param, size, r)).
+// Checkpoints written at one tp size use it to reload at another.
+at::Tensor join_pieces(const std::vector<at::Tensor>& pieces, const TpParam& param);
+
+// Whether `param` is split over tp (Shard), not replicated.
+bool is_tp_sharded(const TpParam& param);
+
 }  // namespace tessel::parallel

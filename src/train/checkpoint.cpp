@@ -18,6 +18,7 @@
 #include "models/model_config.h"
 #include "models/pretrained.h"
 #include "models/registry.h"
+#include "parallel/param_registry.h"
 
 namespace tessel::train {
 
@@ -65,31 +66,49 @@ void prune(const fs::path& dir, int64_t keep) {
 
 struct RankFiles {
   std::vector<io::SafetensorsFile> files;
-  std::vector<std::map<std::string, int64_t>> offsets;  // per rank: name -> first global row
+  std::vector<std::map<std::string, int64_t>> offsets;  // per rank: name -> first row of its tp piece
+  std::vector<int> tp_ranks;                            // per rank: its coordinate in the tp group
+  int tp_size = 1;
+  std::map<std::string, parallel::TpParam> tp_sharded;  // the parameters split over tp
 };
 
-RankFiles open_rank_files(const fs::path& step_dir, int world_size) {
+RankFiles open_rank_files(const fs::path& step_dir, const json& meta) {
   RankFiles rf;
+  const int world_size = meta.at("world_size").get<int>();
   for (int r = 0; r < world_size; ++r) {
     rf.files.push_back(io::SafetensorsFile::open(step_dir / fmt::format("rank_{}.safetensors", r)));
-    const auto& meta = rf.files.back().metadata();
-    const auto it = meta.find("dim0_offsets");
-    if (it == meta.end()) {
+    const auto& header = rf.files.back().metadata();
+    const auto it = header.find("dim0_offsets");
+    if (it == header.end()) {
       throw Error(fmt::format("{}: no dim0_offsets in the header: not a tessel checkpoint shard",
                               rf.files.back().path().string()));
     }
     rf.offsets.push_back(json::parse(it->second).get<std::map<std::string, int64_t>>());
+    const auto tp = header.find("tp_rank");
+    rf.tp_ranks.push_back(tp == header.end() ? 0 : std::stoi(tp->second));
+  }
+  rf.tp_size = meta.value("tp_size", 1);
+  if (meta.contains("tp_sharded")) {
+    for (const auto& [name, p] : meta.at("tp_sharded").items()) {
+      const auto shape = meta.at("shapes").at(name).get<std::vector<int64_t>>();
+      rf.tp_sharded.emplace(
+          name, parallel::TpParam{tensor::ShardSpec(shape, {{parallel::kTpMeshDim,
+                                                             tensor::Layout::shard(p.at("dim").get<int64_t>())}}),
+                                  p.at("packed_parts").get<int>(), "checkpoint"});
+    }
   }
   return rf;
 }
 
-// The global tensor `kind/name` from every rank's rows.
-at::Tensor assemble(const RankFiles& rf, const std::string& kind, const std::string& name,
-                    const std::vector<int64_t>& shape) {
+// The tensor `kind/name` of `shape` from the rows the ranks of tp coordinate
+// `tp_rank` (any, when negative) hold.
+at::Tensor assemble_rows(const RankFiles& rf, const std::string& kind, const std::string& name,
+                         const std::vector<int64_t>& shape, int tp_rank) {
   auto full = at::zeros(shape, at::kFloat);
   const std::string key = kind + "/" + name;
   bool found = false;
   for (size_t r = 0; r < rf.files.size(); ++r) {
+    if (tp_rank >= 0 && rf.tp_ranks[r] != tp_rank) continue;
     if (!rf.files[r].contains(key)) continue;
     found = true;
     const at::Tensor part = rf.files[r].load(key);
@@ -104,8 +123,27 @@ at::Tensor assemble(const RankFiles& rf, const std::string& kind, const std::str
   return full;
 }
 
+// The global tensor `kind/name`: rows from every rank, then, for a parameter
+// the saving run split over tp, the tp pieces joined.
+at::Tensor assemble(const RankFiles& rf, const std::string& kind, const std::string& name,
+                    const std::vector<int64_t>& shape) {
+  const auto it = rf.tp_sharded.find(name);
+  if (it == rf.tp_sharded.end()) return assemble_rows(rf, kind, name, shape, /*tp_rank=*/-1);
+  std::vector<at::Tensor> pieces;
+  for (int t = 0; t < rf.tp_size; ++t) {
+    pieces.push_back(assemble_rows(rf, kind, name, parallel::local_piece_shape(it->second, rf.tp_size, t), t));
+  }
+  return parallel::join_pieces(pieces, it->second);
+}
+
 json read_metadata(const fs::path& step_dir) {
   return json::parse(read_text(step_dir / "metadata.json"));
+}
+
+// The shape of `name` in the unsharded model: the tp spec's when the plan
+// split it, else what FSDP sharded (the tp-local tensor is then the whole).
+std::vector<int64_t> global_shape(const ShardedModel& model, const std::string& name, const tensor::ShardSpec& fsdp) {
+  return model.tp_sharded(name) ? model.tp_params.at(name).spec.global_shape() : fsdp.global_shape();
 }
 
 fs::path resolve_step_dir(const fs::path& ckpt) {
@@ -136,9 +174,15 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
   io::NamedTensors tensors;
   json offsets = json::object();
   json shapes = json::object();
+  json tp_sharded = json::object();
   for (auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) {
     offsets[name] = sp.dim0_offset;
-    shapes[name] = sp.spec.global_shape();
+    shapes[name] = global_shape(model, name, sp.spec);
+    if (model.tp_sharded(name)) {
+      const auto& tp = model.tp_params.at(name);
+      tp_sharded[name] = {{"dim", tp.spec.placements().at(0).layout.normalized(tp.spec.global_shape().size()).dim()},
+                          {"packed_parts", tp.packed_parts}};
+    }
     tensors.emplace_back("model/" + name, sp.local.detach().contiguous());
     if (optimizer != nullptr) {
       const auto& st = optimizer->state().at(index.at(name));
@@ -149,7 +193,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     }
   }
   io::save_safetensors(tmp / fmt::format("rank_{}.safetensors", rank), tensors,
-                       {{"dim0_offsets", offsets.dump()}});
+                       {{"dim0_offsets", offsets.dump()}, {"tp_rank", std::to_string(model.tp_group->rank())}});
   world->barrier();  // every shard is on disk before the step becomes visible
 
   if (rank == 0) {
@@ -162,6 +206,8 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     meta["has_optimizer"] = optimizer != nullptr && optimizer->step_count() > 0;
     meta["sampler"] = json::parse(info.sampler.to_json());
     meta["shapes"] = shapes;
+    meta["tp_size"] = model.tp_group->size();
+    meta["tp_sharded"] = tp_sharded;
     io::write_file_atomically(tmp / "metadata.json", meta.dump(2));
     io::write_file_atomically(tmp / "config.json", models::to_config_json(model.model->config()));
     io::write_file_atomically(tmp / "config.yaml", run_config.to_yaml());
@@ -192,7 +238,7 @@ std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
 CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
                                optim::AdamW* optimizer) {
   const json meta = read_metadata(step_dir);
-  const RankFiles rf = open_rank_files(step_dir, meta.at("world_size").get<int>());
+  const RankFiles rf = open_rank_files(step_dir, meta);
   const auto index = param_index(*model.model);
   const bool with_optimizer = optimizer != nullptr && meta.value("has_optimizer", false);
   std::vector<optim::AdamWParamState> states(index.size());
@@ -204,11 +250,15 @@ CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
                               step_dir.string(), name));
     }
     const auto shape = meta.at("shapes").at(name).get<std::vector<int64_t>>();
-    TESSEL_CHECK(shape == sp.spec.global_shape(), "checkpoint shape of {} differs from the model's",
+    TESSEL_CHECK(shape == global_shape(model, name, sp.spec), "checkpoint shape of {} differs from the model's",
                  name);
+    // The global tensor -> this rank's tp piece -> its FSDP rows.
     auto rows = [&](const at::Tensor& full) {
-      return sp.local.dim() == 0 ? full.reshape({})
-                                 : full.narrow(0, sp.dim0_offset, sp.local.size(0));
+      const at::Tensor piece =
+          model.tp_sharded(name)
+              ? parallel::local_piece(full, model.tp_params.at(name), model.tp_group->size(), model.tp_group->rank())
+              : full;
+      return sp.local.dim() == 0 ? piece.reshape({}) : piece.narrow(0, sp.dim0_offset, sp.local.size(0));
     };
     sp.local.copy_(rows(assemble(rf, "model", name, shape)));
     if (with_optimizer) {
@@ -227,7 +277,7 @@ CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
 std::vector<std::pair<std::string, at::Tensor>> load_full_tensors(const fs::path& step_dir,
                                                                   const std::string& kind) {
   const json meta = read_metadata(step_dir);
-  const RankFiles rf = open_rank_files(step_dir, meta.at("world_size").get<int>());
+  const RankFiles rf = open_rank_files(step_dir, meta);
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& [name, shape] : meta.at("shapes").items()) {
     out.emplace_back(name, assemble(rf, kind, name, shape.get<std::vector<int64_t>>()));

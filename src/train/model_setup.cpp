@@ -10,17 +10,24 @@
 #include "core/log.h"
 #include "models/presets.h"
 #include "models/pretrained.h"
+#include "parallel/parallelize.h"
+#include "parallel/resolve.h"
 
 namespace tessel::train {
 
 namespace fs = std::filesystem;
 
+bool ShardedModel::tp_sharded(const std::string& name) const {
+  return tp_params.contains(name) && parallel::is_tp_sharded(tp_params.at(name));
+}
+
 std::vector<optim::GradShardSet> ShardedModel::grad_sets() const {
-  optim::GradShardSet set;
-  set.sharded_over = shard_groups;
-  set.grads.reserve(params.size());
-  for (const auto& p : params) set.grads.push_back(p.grad());
-  return {set};
+  optim::GradShardSet sharded{{}, {fsdp_group, tp_group}};
+  optim::GradShardSet whole{{}, {fsdp_group}};
+  for (size_t i = 0; i < params.size(); ++i) {
+    (tp_sharded(param_names[i]) ? sharded : whole).grads.push_back(params[i].grad());
+  }
+  return {sharded, whole};
 }
 
 std::shared_ptr<models::CausalLM> build_model(const TrainOptions& options) {
@@ -44,7 +51,15 @@ std::shared_ptr<models::CausalLM> build_model(const TrainOptions& options) {
 }
 
 ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::DeviceMesh& mesh,
-                         const TrainOptions& options) {
+                         const TrainOptions& options, const config::ParallelismConfig& parallelism) {
+  const dist::CommunicatorPtr& tp_group = mesh.group("tp");
+  parallel::ParamRegistry tp_params;
+  if (tp_group->size() > 1) {
+    parallel::ResolveOptions resolve;
+    resolve.vocab_parallel_loss = true;  // train_step takes vocab-sharded logits as they are
+    const auto plan = parallel::resolve_parallel_plan(parallelism, model->config(), resolve);
+    tp_params = parallel::parallelize(*model, tp_group, plan.plan, plan.parallelize_options).params;
+  }
   fsdp::FSDPMesh fsdp_mesh(mesh.group("dp_shard_cp"), mesh.group("dp_replicate"));
   fsdp_mesh.set_gradient_divide_factor(1);
   fsdp::FSDPOptions fsdp_options;
@@ -60,12 +75,13 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
     if (options.activation_checkpointing) layer->set_activation_checkpointing(true);
     fsdp::fully_shard(*layer, fsdp_mesh, fsdp_options);
   }
-  fsdp::FSDPOptions root_options = fsdp_options;
-  ShardedModel out{model, fsdp::fully_shard(*model, fsdp_mesh, root_options), {}, {}};
-  for (const auto& p : model->parameters()) {
-    if (p.requires_grad()) out.params.push_back(p);
+  ShardedModel out{model,           fsdp::fully_shard(*model, fsdp_mesh, fsdp_options), {}, {},
+                   fsdp_mesh.shard(), tp_group, std::move(tp_params)};
+  for (const auto& item : model->named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    out.params.push_back(item.value());
+    out.param_names.push_back(item.key());
   }
-  out.shard_groups = {mesh.group("dp_shard_cp")};
   return out;
 }
 

@@ -1,10 +1,12 @@
 // Building the model a run trains and laying it out over the device mesh
 // (ARCHITECTURE "One training step"): the model comes from a built-in preset
 // (initialised from the run's seed, identical on every rank) or a local
-// Hugging Face directory; then fully_shard is applied bottom-up — each
-// decoder layer, then the root, which takes the embedding, final norm and
-// lm_head — over the mesh's dp_shard_cp group, replicated over dp_replicate
-// (HSDP). Every rank makes the same calls in the same order.
+// Hugging Face directory. With tp > 1 the resolved plan (custom > optimized >
+// HF) is applied first over the mesh's tp group, so each parameter becomes
+// its tp-local piece; then fully_shard is applied bottom-up — each decoder
+// layer, then the root, which takes the embedding, final norm and lm_head —
+// over the dp_shard_cp group (dim 0 of the tp-local tensors), replicated over
+// dp_replicate (HSDP). Every rank makes the same calls in the same order.
 //
 // World size 1 goes through the same path (a one-rank shard group) so a
 // single-process run is the very code a multi-rank run executes.
@@ -12,14 +14,17 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "config/parallelism_config.h"
 #include "dist/device_mesh.h"
 #include "fsdp/fully_shard.h"
 #include "models/causal_lm.h"
 #include "optim/grad_norm.h"
+#include "parallel/param_registry.h"
 #include "train/train_options.h"
 
 namespace tessel::train {
@@ -27,22 +32,33 @@ namespace tessel::train {
 struct ShardedModel {
   std::shared_ptr<models::CausalLM> model;
   fsdp::FSDPModule root;  // handle of the root's fully_shard
-  // The trainable tensors the optimizer updates: the fp32 local shards.
+  // The trainable tensors the optimizer updates (the fp32 local shards) and
+  // their names, in model->named_parameters() order.
   std::vector<at::Tensor> params;
+  std::vector<std::string> param_names;
+  dist::CommunicatorPtr fsdp_group;  // dp_shard_cp
+  dist::CommunicatorPtr tp_group;    // size 1 without tensor parallelism
+  // Each parameter's tp placement (empty registry without tensor parallelism:
+  // every parameter is whole on each tp rank).
+  parallel::ParamRegistry tp_params;
+
+  // Whether the plan split `name` over tp (false for whole parameters).
+  bool tp_sharded(const std::string& name) const;
   // The shards grouped by the groups that partition them, for the global
-  // gradient norm (each element counted once; see optim/grad_norm.h).
+  // gradient norm (each element counted once; see optim/grad_norm.h):
+  // tp-sharded weights over dp_shard_cp and tp, the rest over dp_shard_cp.
   std::vector<optim::GradShardSet> grad_sets() const;
-  std::vector<dist::CommunicatorPtr> shard_groups;  // groups partitioning `params`
 };
 
 // The unsharded model as configured (preset name or HF directory); UsageError
 // when model_name is neither, listing the presets.
 std::shared_ptr<models::CausalLM> build_model(const TrainOptions& options);
 
-// Applies activation checkpointing and fully_shard (decoder layers, then
-// root) to `model` over `mesh`. Gradients are SUM-reduced with no division:
-// the trainer normalises the loss by the global valid-token count itself.
+// Applies the tensor-parallel plan (tp > 1), activation checkpointing and
+// fully_shard (decoder layers, then root) to `model` over `mesh`. Gradients
+// are SUM-reduced with no division: the trainer normalises the loss by the
+// global valid-token count itself. UsageError when no plan applies.
 ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::DeviceMesh& mesh,
-                         const TrainOptions& options);
+                         const TrainOptions& options, const config::ParallelismConfig& parallelism);
 
 }  // namespace tessel::train

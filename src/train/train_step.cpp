@@ -8,6 +8,8 @@
 
 #include "core/error.h"
 #include "loss/cross_entropy.h"
+#include "loss/vocab_parallel_cross_entropy.h"
+#include "tensor/chunking.h"
 #include "optim/grad_norm.h"
 
 namespace tessel::train {
@@ -45,6 +47,21 @@ std::vector<double> global_sums(const dist::DeviceMesh& mesh, const std::vector<
   return out;
 }
 
+// The loss sum of one micro batch. Logits narrower than the vocabulary are
+// this rank's vocab shard (a column-parallel lm_head under tensor
+// parallelism): the loss is then vocab-parallel cross-entropy, which never
+// gathers them.
+loss::LossSum loss_sum(const ShardedModel& model, const at::Tensor& logits, const at::Tensor& labels) {
+  const int64_t vocab = model.model->config().vocab_size;
+  if (logits.size(-1) == vocab) return loss::cross_entropy_sum(logits, labels);
+  const auto& tp = model.tp_group;
+  TESSEL_CHECK(logits.size(-1) == tensor::chunk_size(vocab, tp->size(), tp->rank()),
+               "logits have {} columns: neither the vocabulary ({}) nor this rank's tp shard of it", logits.size(-1),
+               vocab);
+  return loss::vocab_parallel_cross_entropy_sum(logits, labels, tensor::chunk_offset(vocab, tp->size(), tp->rank()),
+                                                vocab, tp);
+}
+
 }  // namespace
 
 StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::DeviceMesh& mesh,
@@ -67,7 +84,7 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
     model.root.set_requires_gradient_sync(i + 1 == n);
     const auto& mb = micro_batches[i];
     const at::Tensor logits = model.model->forward_logits(mb.input_ids);
-    const loss::LossSum ls = loss::cross_entropy_sum(logits, mb.labels);
+    const loss::LossSum ls = loss_sum(model, logits, mb.labels);
     local_loss_sum += ls.sum.detach().to(at::kDouble).item<double>();
     (ls.sum / denom).backward();
   }
@@ -86,7 +103,7 @@ EvalResult evaluate(ShardedModel& model, const dist::DeviceMesh& mesh,
   int64_t local_valid = 0;
   for (const auto& mb : micro_batches) {
     const at::Tensor logits = model.model->forward_logits(mb.input_ids);
-    const loss::LossSum ls = loss::cross_entropy_sum(logits, mb.labels);
+    const loss::LossSum ls = loss_sum(model, logits, mb.labels);
     local_sum += ls.sum.to(at::kDouble).item<double>();
     local_valid += ls.num_valid;
   }

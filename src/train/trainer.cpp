@@ -139,7 +139,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   int64_t num_params = 0;
   for (const auto& p : model->parameters()) num_params += p.numel();
 
-  ShardedModel sharded = shard_model(model, mesh, o);
+  ShardedModel sharded = shard_model(model, mesh, o, config::parallelism_from(config));
   optim::AdamW optimizer(sharded.params, o.adamw);
   std::vector<StepMetrics> steps;
   std::vector<ValMetrics> validations;
