@@ -1,29 +1,50 @@
-// `tessel plan [CONFIG] [OVERRIDES...]`: resolves the tensor-parallel plan a
-// run would use (custom > optimized > HF, SPEC 3) and prints, module by
-// module, the pattern that matched and the style it gets. The model is built
-// on the meta device (structure only, no memory, no weights read), so this is
-// a dry run for models of any size. Bad plans and configs exit with code 2.
+// `tessel plan [CONFIG] [OVERRIDES...] [--world N] [--json]`: a dry run of
+// the layout a training run would use. It validates the device mesh for N
+// processes, resolves the tensor-parallel plan (custom > optimized > HF, SPEC
+// 3), prints each module the plan touches with its style, and the parameter
+// bytes every rank would hold once tensor parallelism and FSDP have split the
+// model. The model is built on the meta device and the plan is applied once
+// per tp rank over a shape-only group, so this costs no memory and launches
+// no processes, for models of any size. Every problem (mesh, plan, pattern
+// matching nothing, unknown style, heads not divisible by tp) exits with 2.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/default_config.h"
+#include "cli/mesh_sizes_from_config.h"
 #include "config/loader.h"
 #include "config/parallelism_config.h"
 #include "core/error.h"
+#include "dist/mesh_layout.h"
+#include "dist/shape_only_communicator.h"
 #include "models/model_config.h"
 #include "models/presets.h"
 #include "models/registry.h"
+#include "parallel/head_split.h"
 #include "parallel/parallelize.h"
 #include "parallel/resolve.h"
+#include "tensor/chunking.h"
 
 namespace tessel::cli {
 
 namespace {
+
+struct PlanArgs {
+  std::vector<std::string> positional;
+  int64_t world = 0;  // 0: cluster.num_nodes * cluster.gpus_per_node
+  bool json = false;
+};
 
 bool looks_like_override(const std::string& arg) {
   return arg.find('=') != std::string::npos || arg.rfind('+', 0) == 0 || arg.rfind('~', 0) == 0;
@@ -34,8 +55,54 @@ models::ModelConfig model_config_of(const std::string& name) {
   return models::parse_model_config(models::make_preset_config(name), "preset " + name);
 }
 
-void run_plan(const std::vector<std::string>& positional) {
-  std::vector<std::string> overrides = positional;
+// The shapes of one tp rank's parameters after the plan (each tied tensor once).
+using Shapes = std::vector<std::vector<int64_t>>;
+
+struct TpRankView {
+  Shapes shapes;
+  std::vector<parallel::AppliedStyle> applied;
+};
+
+TpRankView apply_as_tp_rank(const models::ModelConfig& config, const parallel::ResolvedPlan& resolved, int tp, int r) {
+  models::BuildOptions meta;
+  meta.device = c10::Device(c10::kMeta);
+  auto model = models::build_model(config, meta);
+  TpRankView view;
+  if (!resolved.plan.empty()) {
+    auto group = std::make_shared<dist::ShapeOnlyCommunicator>(tp, r, "tp");
+    auto result = parallel::parallelize(*model, group, resolved.plan, resolved.parallelize_options);
+    parallel::check_whole_heads(config, result.params, tp);
+    view.applied = std::move(result.applied);
+  }
+  std::set<const void*> seen;
+  for (const auto& p : model->parameters()) {
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    view.shapes.emplace_back(p.sizes().begin(), p.sizes().end());
+  }
+  return view;
+}
+
+struct RankBytes {
+  int64_t elements = 0;       // this rank's share of the parameters
+  int64_t padded_bytes = 0;   // fp32 bytes FSDP allocates for them (dim 0 padded to equal shards)
+};
+
+// FSDP chunks dim 0 of each tp-local tensor over the shard group like
+// torch.chunk and pads every rank's chunk to ceil(dim0 / shard_size) rows.
+RankBytes fsdp_share(const Shapes& shapes, int shard_size, int shard_rank) {
+  RankBytes b;
+  for (const auto& shape : shapes) {
+    const int64_t dim0 = shape.empty() ? 1 : shape[0];
+    int64_t row = 1;
+    for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
+    b.elements += tensor::chunk_size(dim0, shard_size, shard_rank) * row;
+    b.padded_bytes += (dim0 + shard_size - 1) / shard_size * row * 4;
+  }
+  return b;
+}
+
+void run_plan(const PlanArgs& args) {
+  std::vector<std::string> overrides = args.positional;
   std::string path;
   if (!overrides.empty() && !looks_like_override(overrides.front())) {
     path = overrides.front();
@@ -45,44 +112,115 @@ void run_plan(const std::vector<std::string>& positional) {
   }
   const config::Config cfg = config::load_config(path, overrides);
   const config::ParallelismConfig par = config::parallelism_from(cfg);
+  const int64_t world = args.world > 0 ? args.world : par.world_size();
+  const dist::MeshLayout layout(mesh_sizes_from(par, world));
   const std::string model_name = cfg.get<std::string>("policy.model_name");
   const models::ModelConfig model_config = model_config_of(model_name);
 
   parallel::ResolveOptions ro;
   ro.vocab_parallel_loss = true;  // the trainer's loss consumes vocab-sharded logits
-  const parallel::ResolvedPlan resolved = parallel::resolve_parallel_plan(par, model_config, ro);
-  std::printf("config: %s\nmodel:  %s (%s)\nplan:   %s\n", path.c_str(), model_name.c_str(),
-              model_config.architecture.c_str(), parallel::to_string(resolved.source));
-  if (resolved.plan.empty()) {
-    std::printf("%s\n", resolved.log_line.c_str());
+  const auto dims = layout.dims();
+  const int tp = dims[3];
+  const int shard_size = dims[1] * dims[2];
+  parallel::ResolvedPlan resolved;
+  std::vector<TpRankView> views;
+  try {
+    resolved = parallel::resolve_parallel_plan(par, model_config, ro);
+    for (int r = 0; r < tp; ++r) views.push_back(apply_as_tp_rank(model_config, resolved, tp, r));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());  // a bad plan is the user's input, like a bad config
+  }
+
+  int64_t model_elements = 0;
+  for (const auto& s : apply_as_tp_rank(model_config, parallel::ResolvedPlan{}, 1, 0).shapes) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    model_elements += n;
+  }
+
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int rank = 0; rank < layout.world_size(); ++rank) {
+    const auto c = layout.coordinate(rank);
+    const int shard_rank = c[1] * dims[2] + c[2];
+    const RankBytes b = fsdp_share(views.at(static_cast<size_t>(c[3])).shapes, shard_size, shard_rank);
+    ranks.push_back({{"rank", rank},
+                     {"dp_replicate", c[0]},
+                     {"dp_shard", c[1]},
+                     {"cp", c[2]},
+                     {"tp", c[3]},
+                     {"param_elements", b.elements},
+                     {"param_bytes", b.elements * 4},
+                     {"padded_param_bytes", b.padded_bytes}});
+  }
+  const auto& applied = views.front().applied;
+
+  if (args.json) {
+    nlohmann::json out;
+    out["config"] = path;
+    out["model"] = model_name;
+    out["architecture"] = model_config.architecture;
+    out["world_size"] = layout.world_size();
+    out["mesh"] = {{"dp_replicate", dims[0]}, {"dp_shard", dims[1]}, {"cp", dims[2]}, {"tp", dims[3]},
+                   {"describe", layout.describe()}};
+    out["plan"] = {{"source", parallel::to_string(resolved.source)}, {"reason", resolved.log_line}};
+    nlohmann::json modules = nlohmann::json::array();
+    for (const auto& a : applied) modules.push_back({{"module", a.module_path}, {"style", a.style}, {"pattern", a.pattern}});
+    out["modules"] = modules;
+    out["model_param_elements"] = model_elements;
+    out["model_param_bytes"] = model_elements * 4;
+    out["ranks"] = ranks;
+    std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  models::BuildOptions meta;
-  meta.device = c10::Device(c10::kMeta);
-  auto model = models::build_model(model_config, meta);
-  const auto applied = parallel::match_plan(*model, resolved.plan, resolved.parallelize_options);
-  std::size_t width = 6;
-  for (const auto& a : applied) width = std::max(width, a.module_path.size());
-  std::printf("\n%-*s  %s\n", static_cast<int>(width), "module", "style  [pattern]");
-  for (const auto& a : applied) {
-    std::printf("%-*s  %s  [%s]\n", static_cast<int>(width), a.module_path.c_str(), a.style.c_str(),
-                a.pattern.c_str());
+
+  std::printf("config: %s\nmodel:  %s (%s), %lld parameters\nmesh:   %s\nplan:   %s\n", path.c_str(),
+              model_name.c_str(), model_config.architecture.c_str(), static_cast<long long>(model_elements),
+              layout.describe().c_str(), parallel::to_string(resolved.source));
+  std::printf("%s\n", resolved.log_line.c_str());
+  if (!applied.empty()) {
+    std::size_t width = 6;
+    for (const auto& a : applied) width = std::max(width, a.module_path.size());
+    std::printf("\n%-*s  %s\n", static_cast<int>(width), "module", "style  [pattern]");
+    for (const auto& a : applied) {
+      std::printf("%-*s  %s  [%s]\n", static_cast<int>(width), a.module_path.c_str(), a.style.c_str(),
+                  a.pattern.c_str());
+    }
+    std::printf("\nmodules not listed keep whole (replicated) parameters on every tp rank\n");
   }
-  std::printf("\nmodules not listed keep whole (replicated) parameters on every tp rank\n");
+  // Ranks with the same tp and shard coordinates hold the same bytes: one
+  // line per distinct pair, listing its ranks.
+  std::map<std::pair<int, int>, std::vector<int>> same;
+  for (const auto& r : ranks) same[{r["tp"].get<int>(), r["dp_shard"].get<int>() * dims[2] + r["cp"].get<int>()}].push_back(r["rank"].get<int>());
+  std::printf("\nparameters per rank (fp32; FSDP pads each rank's shard to equal size):\n");
+  for (const auto& [coord, members] : same) {
+    const auto& r = ranks[static_cast<size_t>(members.front())];
+    std::printf("  tp %d, shard %d (ranks %s): %lld parameters, %lld bytes (%lld padded)\n", coord.first,
+                coord.second, fmt::format("{}", fmt::join(members, ",")).c_str(),
+                static_cast<long long>(r["param_elements"].get<int64_t>()),
+                static_cast<long long>(r["param_bytes"].get<int64_t>()),
+                static_cast<long long>(r["padded_param_bytes"].get<int64_t>()));
+  }
 }
 
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
-  auto positional = std::make_shared<std::vector<std::string>>();
+  auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand(
       "plan",
-      "Print the tensor-parallel plan a run would use, module by module: tessel plan [CONFIG] "
-      "[overrides...] (e.g. policy.dtensor_cfg.tensor_parallel_size=2). Resolution order: "
-      "custom_parallel_plan, the optimized plan of the architecture, the HF plan.");
-  cmd->add_option("config_and_overrides", *positional,
+      "Dry run of a run's layout: tessel plan [CONFIG] [overrides...] [--world N] [--json]. "
+      "Validates the mesh, resolves the tensor-parallel plan (custom_parallel_plan, then the "
+      "architecture's optimized plan, then the HF plan), and prints each module's style and "
+      "every rank's parameter bytes. Problems exit with code 2.");
+  cmd->add_option("config_and_overrides", args->positional,
                   "[CONFIG] then overrides: a.b=v (change), +a.b=v (add), ~a.b (delete)");
-  cmd->callback([positional] { run_plan(*positional); });
+  cmd->add_option("--world", args->world,
+                  "number of processes (default: cluster.num_nodes * cluster.gpus_per_node)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", args->json, "print one JSON object instead of text");
+  cmd->callback([args] { run_plan(*args); });
 }
 
 }  // namespace tessel::cli

@@ -8,11 +8,12 @@
 // [Note: packing and attention] A packed row is only equivalent to its
 // documents trained separately when the model (a) uses the per-token
 // position_ids and (b) attends block-diagonally: token t sees token s only if
-// document_ids[t] == document_ids[s] and s <= t. tessel's models take
-// position_ids [B, T] but, as of this writing, apply a plain causal mask over
-// the whole row, so with packing a document also attends to the documents
-// before it in its row. document_ids is provided for the attention to use
-// once it supports it; until then packing changes results (not just speed).
+// document_ids[t] == document_ids[s] and s <= t. tessel's models do both when
+// given position_ids and document_ids (CausalLM::forward_logits; the mask is
+// built in nn::causal_attention, combined with any sliding window), which the
+// trainer passes for packed micro batches (policy.sequence_packing). Without
+// document_ids a model applies a plain causal mask over the whole row, and a
+// document would also attend to the documents before it in its row.
 //
 // T is the longest row rounded up to a multiple of divisible_by
 // (policy.make_sequence_length_divisible_by, e.g. the tp size for sequence

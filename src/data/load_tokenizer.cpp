@@ -20,7 +20,7 @@ std::shared_ptr<Tokenizer> check_fits(std::shared_ptr<Tokenizer> tokenizer,
                     "(policy.tokenizer.name)",
                     tokenizer->vocab_size() - 1, model_vocab_size));
   }
-  log::info("tokenizer: {}", tokenizer->describe());
+  // What was loaded is logged once by the caller (the trainer's model line).
   return tokenizer;
 }
 

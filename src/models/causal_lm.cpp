@@ -33,8 +33,9 @@ const nn::RotaryEmbedding& DecoderModel::rotary_of_layer(std::size_t layer) cons
 }
 
 nn::Tensors DecoderModel::forward(const nn::Tensors& inputs) {
-  TESSEL_CHECK(!inputs.empty() && inputs.size() <= 2,
-               "model takes {{input_ids[, position_ids]}}, got {} inputs", inputs.size());
+  TESSEL_CHECK(!inputs.empty() && inputs.size() <= 3,
+               "model takes {{input_ids[, position_ids[, document_ids]]}}, got {} inputs",
+               inputs.size());
   const at::Tensor& ids = inputs[0];
   TESSEL_CHECK(ids.dim() == 2, "input_ids must be [batch, seq], got {} dims", ids.dim());
   const int64_t B = ids.size(0), T = ids.size(1);
@@ -44,6 +45,13 @@ nn::Tensors DecoderModel::forward(const nn::Tensors& inputs) {
   TESSEL_CHECK(pos.dim() == 2 && pos.size(1) == T && (pos.size(0) == 1 || pos.size(0) == B),
                "position_ids must be [batch, seq] or [seq] matching input_ids [{}, {}]", B, T);
   pos = pos.to(ids.device()).expand({B, T});
+  at::Tensor documents = inputs.size() > 2 ? inputs[2] : at::Tensor();
+  if (documents.defined()) {
+    TESSEL_CHECK(documents.dim() == 2 && documents.size(0) == B && documents.size(1) == T &&
+                     !at::isFloatingType(documents.scalar_type()),
+                 "document_ids must be integer [batch, seq] matching input_ids [{}, {}]", B, T);
+    documents = documents.to(ids.device());
+  }
 
   at::Tensor h = embed_tokens_->call(ids);
   if (embed_scale_) {
@@ -54,7 +62,9 @@ nn::Tensors DecoderModel::forward(const nn::Tensors& inputs) {
   for (std::size_t i = 0; i < layers_->size(); ++i) {
     auto& cs = cos_sin[layer_rotary_[i]];
     if (!cs) cs = rotaries_[layer_rotary_[i]].cos_sin(pos, h.scalar_type());
-    nn::Tensors out = (*layers_)[i]->call(nn::Tensors{h, cs->first, cs->second});
+    nn::Tensors layer_in{h, cs->first, cs->second};
+    if (documents.defined()) layer_in.push_back(documents);
+    nn::Tensors out = (*layers_)[i]->call(std::move(layer_in));
     TESSEL_CHECK(out.size() == 1, "decoder layer {} returned {} outputs, expected 1", i, out.size());
     h = out[0];
   }
@@ -75,9 +85,12 @@ CausalLM::CausalLM(ModelConfig config, std::shared_ptr<DecoderModel> model)
   }
 }
 
-at::Tensor CausalLM::forward_logits(const at::Tensor& input_ids, const at::Tensor& position_ids) {
+at::Tensor CausalLM::forward_logits(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                                    const at::Tensor& document_ids) {
   nn::Tensors in{input_ids};
-  if (position_ids.defined()) in.push_back(position_ids);
+  // An undefined position_ids holds the place when only document_ids is given.
+  if (position_ids.defined() || document_ids.defined()) in.push_back(position_ids);
+  if (document_ids.defined()) in.push_back(document_ids);
   nn::Tensors out = call(std::move(in));
   TESSEL_CHECK(out.size() == 1, "model returned {} outputs, expected the logits only", out.size());
   return out[0];

@@ -10,6 +10,15 @@
 // is a tessel Module called as {hidden [B, T, H], cos, sin} -> {hidden}, so
 // FSDP wraps layers and TP styles hook into them by path.
 //
+// Packed rows (data::pack): forward_logits takes optional per-token
+// position_ids (rotary angles restart per document) and document_ids. With
+// document_ids the model appends them as a 4th input of every decoder layer
+// and of its self_attn ({hidden, cos, sin, document_ids}), and attention is
+// block-diagonal causal (nn/attention.h). The extra tensor sits after the
+// positions tensor-parallel hooks touch (only position 0, the hidden states,
+// is redistributed), so hooks and plans are unaffected; without document_ids
+// every module gets exactly the inputs it always did.
+//
 // Tied embeddings are ONE tensor: named_parameters() lists it once as
 // model.embed_tokens.weight; tied_parameter_names() gives the HF alias
 // lm_head.weight -> model.embed_tokens.weight.
@@ -63,7 +72,8 @@ class DecoderModel : public nn::Module {
   const nn::RotaryEmbedding& rotary_of_layer(std::size_t layer) const;
 
  protected:
-  // {input_ids [B, T] int64, optional position_ids [B, T] or [T]} -> {hidden [B, T, H]}
+  // {input_ids [B, T] int64, optional position_ids [B, T] or [T] (undefined =
+  // 0..T-1), optional document_ids [B, T] integer} -> {hidden [B, T, H]}
   nn::Tensors forward(const nn::Tensors& inputs) override;
 
  private:
@@ -81,8 +91,11 @@ class CausalLM : public nn::Module {
   CausalLM(ModelConfig config, std::shared_ptr<DecoderModel> model);
 
   // input_ids [B, T] int64 -> logits [B, T, vocab] (through the root's hooks).
-  // position_ids default to 0..T-1 for every row.
-  at::Tensor forward_logits(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
+  // position_ids default to 0..T-1 for every row. document_ids (optional,
+  // [B, T] integer, -1 = padding; data::Batch::document_ids) make attention
+  // block-diagonal: a token attends only to earlier tokens of its document.
+  at::Tensor forward_logits(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
+                            const at::Tensor& document_ids = {});
 
   const ModelConfig& config() const { return config_; }
   const std::shared_ptr<DecoderModel>& model() const { return model_; }
@@ -97,7 +110,7 @@ class CausalLM : public nn::Module {
   std::map<std::string, std::string> tied_parameter_names() const;
 
  protected:
-  // {input_ids, optional position_ids} -> {logits}
+  // {input_ids, optional position_ids, optional document_ids} -> {logits}
   nn::Tensors forward(const nn::Tensors& inputs) override;
 
  private:

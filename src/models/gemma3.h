@@ -27,7 +27,8 @@ class Gemma3DecoderLayer : public nn::Module {
   const std::shared_ptr<nn::Attention>& self_attn() const { return self_attn_; }
 
  protected:
-  // {hidden [B, T, H], cos, sin} -> {hidden}
+  // {hidden [B, T, H], cos, sin[, document_ids [B, T]]} -> {hidden}; document_ids
+  // (packed rows) are passed to self_attn as its 4th input.
   nn::Tensors forward(const nn::Tensors& inputs) override;
 
  private:

@@ -30,7 +30,8 @@ class LlamaDecoderLayer : public nn::Module {
   const std::shared_ptr<nn::GatedMLP>& mlp() const { return mlp_; }
 
  protected:
-  // {hidden [B, T, H], cos, sin} -> {hidden}
+  // {hidden [B, T, H], cos, sin[, document_ids [B, T]]} -> {hidden}; document_ids
+  // (packed rows) are passed to self_attn as its 4th input.
   nn::Tensors forward(const nn::Tensors& inputs) override;
 
  private:

@@ -13,7 +13,7 @@ namespace tessel::nn {
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double scale, std::optional<int64_t> sliding_window,
-                            std::optional<double> logit_softcap) {
+                            std::optional<double> logit_softcap, const at::Tensor& document_ids) {
   TESSEL_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
                "causal_attention expects [B, heads, T, D] tensors");
   const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
@@ -33,6 +33,16 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   at::Tensor j = at::arange(T, idx_opts).unsqueeze(0);
   at::Tensor hidden = j > i;  // true = masked
   if (sliding_window) hidden = hidden.logical_or(i - j >= *sliding_window);
+  if (document_ids.defined()) {
+    TESSEL_CHECK(document_ids.dim() == 2 && document_ids.size(0) == B &&
+                     document_ids.size(1) == T && !at::isFloatingType(document_ids.scalar_type()),
+                 "causal_attention: document_ids must be integer [{}, {}], got {} {}", B, T,
+                 c10::toString(document_ids.scalar_type()), shape_string(document_ids.sizes()));
+    at::Tensor doc = document_ids.to(q.device());
+    // [B, T, 1] != [B, 1, T] -> [B, T, T]; [B, 1, T, T] broadcasts over the group.
+    at::Tensor other_document = doc.unsqueeze(2).ne(doc.unsqueeze(1));
+    hidden = hidden.unsqueeze(0).logical_or(other_document).unsqueeze(1);
+  }
 
   std::vector<at::Tensor> outs;
   outs.reserve(static_cast<std::size_t>(Hkv));
@@ -70,7 +80,8 @@ Attention::Attention(const AttentionOptions& o, const at::TensorOptions& t)
 }
 
 Tensors Attention::forward(const Tensors& inputs) {
-  TESSEL_CHECK(inputs.size() == 3, "Attention {} takes {{x, cos, sin}}, got {} inputs", path(),
+  TESSEL_CHECK(inputs.size() == 3 || inputs.size() == 4,
+               "Attention {} takes {{x, cos, sin[, document_ids]}}, got {} inputs", path(),
                inputs.size());
   const at::Tensor& x = inputs[0];
   TESSEL_CHECK(x.dim() == 3, "Attention {} expects x [B, T, hidden], got {} dims", path(), x.dim());
@@ -93,8 +104,9 @@ Tensors Attention::forward(const Tensors& inputs) {
   k = apply_rotary(k.transpose(1, 2), inputs[1], inputs[2]);
   v = v.transpose(1, 2);
 
+  const at::Tensor document_ids = inputs.size() > 3 ? inputs[3] : at::Tensor();
   at::Tensor out = causal_attention(q, k, v, options_.scale, options_.sliding_window,
-                                    options_.logit_softcap);  // [B, Hq, T, D]
+                                    options_.logit_softcap, document_ids);  // [B, Hq, T, D]
   out = out.transpose(1, 2).reshape({B, T, q.size(1) * D});
   return {o_proj_->call(out)};
 }

@@ -6,6 +6,14 @@
 // of the heads runs unchanged. Scores are computed one key/value head group at
 // a time: at most one [B, group, T, T] score tensor exists at once rather than
 // [B, heads, T, T] plus the repeated K/V copies of a naive implementation.
+//
+// Packed rows (data/collate.h, [Note: packing and attention]): an optional
+// document_ids [B, T] integer tensor makes the mask block-diagonal causal:
+// query t sees key s only if document_ids[t] == document_ids[s] and s <= t
+// (and, with a sliding window, t - s < window). Padding (-1) is a "document"
+// of its own, so real tokens never see it and no row is fully masked. Without
+// document_ids the mask is the plain causal one over the whole row, computed
+// exactly as before.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -41,10 +49,12 @@ struct AttentionOptions {
 // The attention core. q [B, Hq, T, D], k and v [B, Hkv, T, D] with Hkv
 // dividing Hq (query head h uses kv head h / (Hq / Hkv)). Returns [B, Hq, T, D].
 // Causal by sequence index; softmax in float32 (float64 for float64 inputs),
-// probabilities cast back to the input dtype.
+// probabilities cast back to the input dtype. document_ids (optional, [B, T]
+// integer): additionally restricts each query to keys of its own document.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double scale, std::optional<int64_t> sliding_window = std::nullopt,
-                            std::optional<double> logit_softcap = std::nullopt);
+                            std::optional<double> logit_softcap = std::nullopt,
+                            const at::Tensor& document_ids = {});
 
 class Attention : public Module {
  public:
@@ -56,7 +66,10 @@ class Attention : public Module {
   const std::shared_ptr<Linear>& o_proj() const { return o_proj_; }
 
  protected:
-  // {x [B, T, hidden], cos [B, T, D], sin [B, T, D]} -> {[B, T, hidden]}
+  // {x [B, T, hidden], cos [B, T, D], sin [B, T, D][, document_ids [B, T]]}
+  // -> {[B, T, hidden]}. Under tensor/sequence parallelism only x is
+  // redistributed (it arrives all-gathered over the sequence); cos, sin and
+  // document_ids always cover the whole sequence.
   Tensors forward(const Tensors& inputs) override;
 
  private:

@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -44,9 +47,31 @@ std::map<std::string, size_t> param_index(models::CausalLM& model) {
   return out;
 }
 
-void prune(const fs::path& dir, int64_t keep) {
-  if (keep <= 0) return;
-  std::vector<std::pair<int64_t, fs::path>> steps;
+// The value `metric` has in a step's metadata.json, if it was recorded.
+std::optional<double> recorded_metric(const fs::path& step_dir, const std::string& metric) {
+  if (metric.empty()) return std::nullopt;
+  std::ifstream in(step_dir / "metadata.json");
+  const json meta = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object() || !meta.contains("metrics")) return std::nullopt;
+  const json& metrics = meta.at("metrics");
+  const auto it = metrics.find(metric);
+  if (it == metrics.end() || !it->is_number()) return std::nullopt;  // NaN is stored as null
+  return it->get<double>();
+}
+
+// As the reference: the `keep.top_k` best steps by the metric survive, and the
+// newest step always does (a run resumes from it). A step without the metric
+// (metric_name null, or not measured at that step, e.g. no validation there)
+// ranks after every step with one; among those, and on equal values, the more
+// recent wins, so with no metric at all this keeps the most recent steps.
+void prune(const fs::path& dir, const KeepPolicy& keep) {
+  if (keep.top_k <= 0) return;
+  struct Step {
+    int64_t step;
+    fs::path path;
+    std::optional<double> metric;
+  };
+  std::vector<Step> steps;
   const std::regex pattern("step_([0-9]+)");
   for (const auto& e : fs::directory_iterator(dir)) {
     std::smatch m;
@@ -55,12 +80,23 @@ void prune(const fs::path& dir, int64_t keep) {
     // not one and must not push a real checkpoint out.
     if (e.is_directory() && std::regex_match(name, m, pattern) &&
         fs::is_regular_file(e.path() / "metadata.json")) {
-      steps.emplace_back(std::stoll(m[1]), e.path());
+      steps.push_back({std::stoll(m[1]), e.path(), recorded_metric(e.path(), keep.metric_name)});
     }
   }
-  std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
-    fs::remove_all(steps[i].second);
+  if (steps.empty()) return;
+  const int64_t newest =
+      std::max_element(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
+        return a.step < b.step;
+      })->step;
+  std::sort(steps.begin(), steps.end(), [&](const Step& a, const Step& b) {
+    if (a.metric.has_value() != b.metric.has_value()) return a.metric.has_value();
+    if (a.metric && *a.metric != *b.metric) {
+      return keep.higher_is_better ? *a.metric > *b.metric : *a.metric < *b.metric;
+    }
+    return a.step > b.step;
+  });
+  for (size_t i = static_cast<size_t>(keep.top_k); i < steps.size(); ++i) {
+    if (steps[i].step != newest) fs::remove_all(steps[i].path);
   }
 }
 
@@ -146,6 +182,22 @@ std::vector<int64_t> global_shape(const ShardedModel& model, const std::string& 
   return model.tp_sharded(name) ? model.tp_params.at(name).spec.global_shape() : fsdp.global_shape();
 }
 
+// Test-only fault injection (tests/train/checkpoint_crash_test.cpp):
+// TESSEL_TEST_CRASH_IN_SAVE=<step>[:<rank>] makes rank <rank> (default 0)
+// SIGKILL itself while it saves step <step>, at the last moment before the
+// step becomes visible: rank 0 just before the rename (the .tmp then holds
+// every shard and metadata.json), any other rank just after writing its
+// shard. A real kill, not an exception, so nothing is unwound or flushed:
+// what is on disk is what a crash leaves. Unset in normal runs.
+void crash_here_if_asked(int64_t step, int rank) {
+  const char* spec = std::getenv("TESSEL_TEST_CRASH_IN_SAVE");
+  if (spec == nullptr || *spec == '\0') return;
+  long long want_step = -1;
+  int want_rank = 0;
+  if (std::sscanf(spec, "%lld:%d", &want_step, &want_rank) < 1) return;
+  if (want_step == step && want_rank == rank) ::raise(SIGKILL);
+}
+
 fs::path resolve_step_dir(const fs::path& ckpt) {
   if (fs::is_regular_file(ckpt / "metadata.json")) return ckpt;
   if (auto latest = latest_checkpoint(ckpt)) return *latest;
@@ -158,7 +210,7 @@ fs::path resolve_step_dir(const fs::path& ckpt) {
 
 void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedModel& model,
                      const optim::AdamW* optimizer, const dist::DeviceMesh& mesh,
-                     const config::Config& run_config, int64_t keep_top_k) {
+                     const config::Config& run_config, const KeepPolicy& keep) {
   const auto& world = mesh.world();
   const int rank = world->rank();
   const fs::path tmp = dir / fmt::format(".{}.tmp", step_name(info.step));
@@ -194,6 +246,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
   }
   io::save_safetensors(tmp / fmt::format("rank_{}.safetensors", rank), tensors,
                        {{"dim0_offsets", offsets.dump()}, {"tp_rank", std::to_string(model.tp_group->rank())}});
+  if (rank != 0) crash_here_if_asked(info.step, rank);
   world->barrier();  // every shard is on disk before the step becomes visible
 
   if (rank == 0) {
@@ -205,15 +258,17 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     meta["optimizer_step"] = optimizer ? optimizer->step_count() : 0;
     meta["has_optimizer"] = optimizer != nullptr && optimizer->step_count() > 0;
     meta["sampler"] = json::parse(info.sampler.to_json());
+    meta["metrics"] = info.metrics;
     meta["shapes"] = shapes;
     meta["tp_size"] = model.tp_group->size();
     meta["tp_sharded"] = tp_sharded;
     io::write_file_atomically(tmp / "metadata.json", meta.dump(2));
     io::write_file_atomically(tmp / "config.json", models::to_config_json(model.model->config()));
     io::write_file_atomically(tmp / "config.yaml", run_config.to_yaml());
+    crash_here_if_asked(info.step, rank);
     fs::remove_all(final_dir);
     fs::rename(tmp, final_dir);
-    prune(dir, keep_top_k);
+    prune(dir, keep);
   }
   world->barrier();
 }
@@ -271,6 +326,10 @@ CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
   CheckpointInfo info;
   info.step = meta.at("step").get<int64_t>();
   info.sampler = data::SamplerState::from_json(meta.at("sampler").dump());
+  const json metrics = meta.value("metrics", json::object());
+  for (const auto& [name, value] : metrics.items()) {
+    if (value.is_number()) info.metrics[name] = value.get<double>();
+  }
   return info;
 }
 

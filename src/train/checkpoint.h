@@ -4,18 +4,22 @@
 // Layout of <checkpointing.checkpoint_dir>/step_<N>/:
 //   rank_<r>.safetensors  this rank's local fp32 shards: "model/<name>", and
 //                         with save_optimizer "exp_avg/<name>",
-//                         "exp_avg_sq/<name>"; the header metadata records each
-//                         shard's first global row (dim0_offsets, JSON)
-//   metadata.json         step, world size, mesh, global shapes, optimizer
-//                         step, data sampler position (rank 0)
+//                         "exp_avg_sq/<name>"; the header metadata records
+//                         each shard's first row in this rank's tp piece
+//                         (dim0_offsets, JSON) and the rank's tp coordinate
+//   metadata.json         step, world size, mesh, tp size and the parameters
+//                         split over tp (dim, packed parts), global shapes, optimizer
+//                         step, data sampler position, the metrics of the
+//                         step ("train:loss", ...; rank 0)
 //   config.json           the model's Hugging Face config (for `tessel convert`)
 //   config.yaml           the run's resolved config
 // Saving writes into .step_<N>.tmp and renames it when every rank is done, so
 // a crash mid-save leaves the previous checkpoints untouched and never a
 // half-written step_<N>.
 //
-// Loading reassembles each tensor's global rows from all rank files, so a
-// checkpoint resumes on any other world size or dp_replicate layout.
+// Loading reassembles each tensor from all rank files (the rows of every tp
+// piece, then the tp pieces joined) and re-slices it for the loading mesh, so
+// a checkpoint resumes on any other world size, tp or dp_replicate layout.
 // Randomness: the model is initialised once and the data order is a pure
 // function of (seed, epoch, position), so the sampler position is all the
 // RNG state a resumed run needs.
@@ -25,6 +29,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,14 +46,27 @@ namespace tessel::train {
 struct CheckpointInfo {
   int64_t step = 0;
   data::SamplerState sampler;
+  // What the run knew of this step, by checkpointing.metric_name
+  // ("train:loss", "val:val_loss", ...); a metric it did not measure at this
+  // step is absent.
+  std::map<std::string, double> metrics;
 };
 
-// Collective over the mesh's world. Keeps the `keep_top_k` most recent steps
-// (<= 0: all).
+// Which complete checkpoints a save leaves (checkpointing.keep_top_k,
+// metric_name, higher_is_better).
+struct KeepPolicy {
+  int64_t top_k = 0;        // <= 0: keep all
+  std::string metric_name;  // a key of CheckpointInfo::metrics; empty: by recency
+  bool higher_is_better = false;
+};
+
+// Collective over the mesh's world. Then keeps the `keep.top_k` best steps by
+// `keep.metric_name` (steps without it rank last; ties go to the more recent)
+// and always the newest step, so the run can resume.
 void save_checkpoint(const std::filesystem::path& dir, const CheckpointInfo& info,
                      ShardedModel& model, const optim::AdamW* optimizer,
                      const dist::DeviceMesh& mesh, const config::Config& run_config,
-                     int64_t keep_top_k);
+                     const KeepPolicy& keep);
 
 // The step_<N> directory with the largest N under `dir`, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);

@@ -9,7 +9,9 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "models/presets.h"
+#include "fsdp/state_dict.h"
 #include "models/pretrained.h"
+#include "parallel/head_split.h"
 #include "parallel/parallelize.h"
 #include "parallel/resolve.h"
 
@@ -28,6 +30,26 @@ std::vector<optim::GradShardSet> ShardedModel::grad_sets() const {
     (tp_sharded(param_names[i]) ? sharded : whole).grads.push_back(params[i].grad());
   }
   return {sharded, whole};
+}
+
+std::vector<std::pair<std::string, MeshParameter>> mesh_state_dict(const ShardedModel& model) {
+  std::vector<std::pair<std::string, MeshParameter>> out;
+  for (auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) {
+    std::vector<tensor::Placement> placements;
+    std::vector<int64_t> global = sp.spec.global_shape();
+    if (model.tp_sharded(name)) {
+      const auto& tp = model.tp_params.at(name);
+      TESSEL_CHECK(tp.packed_parts == 1, "parameter '{}' is a packed weight ({} parts): its tp piece is not one box "
+                   "of the full tensor", name, tp.packed_parts);
+      placements = tp.spec.placements();
+      global = tp.spec.global_shape();
+    }
+    for (const auto& p : sp.spec.placements()) placements.push_back(p);
+    tensor::MeshCoords coords{{parallel::kTpMeshDim, {model.tp_group->size(), model.tp_group->rank()}},
+                              {fsdp::kShardMeshDim, sp.shard}};
+    out.emplace_back(name, MeshParameter{sp.local, tensor::ShardSpec(global, std::move(placements)), std::move(coords)});
+  }
+  return out;
 }
 
 std::shared_ptr<models::CausalLM> build_model(const TrainOptions& options) {
@@ -59,6 +81,7 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
     resolve.vocab_parallel_loss = true;  // train_step takes vocab-sharded logits as they are
     const auto plan = parallel::resolve_parallel_plan(parallelism, model->config(), resolve);
     tp_params = parallel::parallelize(*model, tp_group, plan.plan, plan.parallelize_options).params;
+    parallel::check_whole_heads(model->config(), tp_params, tp_group->size());
   }
   fsdp::FSDPMesh fsdp_mesh(mesh.group("dp_shard_cp"), mesh.group("dp_replicate"));
   fsdp_mesh.set_gradient_divide_factor(1);

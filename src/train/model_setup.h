@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -25,6 +26,7 @@
 #include "models/causal_lm.h"
 #include "optim/grad_norm.h"
 #include "parallel/param_registry.h"
+#include "tensor/shard_spec.h"
 #include "train/train_options.h"
 
 namespace tessel::train {
@@ -49,6 +51,20 @@ struct ShardedModel {
   // tp-sharded weights over dp_shard_cp and tp, the rest over dp_shard_cp.
   std::vector<optim::GradShardSet> grad_sets() const;
 };
+
+// One parameter's place on the whole mesh (SPEC 3: one ShardSpec per
+// parameter): its global shape and the placements [tp, dp_shard_cp], nested
+// (FSDP chunks dim 0 of the tp piece); `local` is this rank's live fp32 shard,
+// spec.local_view(full, coords) of the full tensor.
+struct MeshParameter {
+  at::Tensor local;
+  tensor::ShardSpec spec;
+  tensor::MeshCoords coords;
+};
+
+// Every parameter of the sharded model, by name. tessel::Error for a packed
+// (fused gate||up) weight, whose tp piece is not one box of the full tensor.
+std::vector<std::pair<std::string, MeshParameter>> mesh_state_dict(const ShardedModel& model);
 
 // The unsharded model as configured (preset name or HF directory); UsageError
 // when model_name is neither, listing the presets.

@@ -73,6 +73,53 @@ DatasetOptions dataset_from(const Config& node, const std::string& path) {
   return d;
 }
 
+PackingOptions packing_from(const Config& c, const TrainOptions& o) {
+  PackingOptions p;
+  p.train_mb_tokens = o.max_seq_len * o.micro_batch_size;
+  const Config* node = c.find("policy.sequence_packing");
+  if (node == nullptr || node->is_null()) return p;
+  check_keys(*node, "policy.sequence_packing",
+             {"enabled", "train_mb_tokens", "algorithm", "sequence_length_round"});
+  p.enabled = node->get_or<bool>("enabled", false);
+  if (!p.enabled) return p;
+  p.train_mb_tokens = node->get_or<std::optional<int64_t>>("train_mb_tokens", std::nullopt)
+                          .value_or(p.train_mb_tokens);
+  if (p.train_mb_tokens < o.max_input_seq_length) {
+    throw UsageError(fmt::format(
+        "policy.sequence_packing.train_mb_tokens={} is less than data.max_input_seq_length={}: an "
+        "example of that length would fit in no packed row. Set train_mb_tokens >= {} (the "
+        "default is max_total_sequence_length x train_micro_batch_size = {})",
+        p.train_mb_tokens, o.max_input_seq_length, o.max_input_seq_length,
+        o.max_seq_len * o.micro_batch_size));
+  }
+  p.algorithm = node->get_or<std::string>("algorithm", p.algorithm);
+  if (p.algorithm != "modified_first_fit_decreasing" && p.algorithm != "first_fit_decreasing") {
+    throw UsageError(fmt::format(
+        "policy.sequence_packing.algorithm: '{}' is not supported; tessel packs with first-fit "
+        "decreasing: use modified_first_fit_decreasing or first_fit_decreasing",
+        p.algorithm));
+  }
+  p.sequence_length_round =
+      node->get_or<std::optional<int64_t>>("sequence_length_round", std::nullopt).value_or(1);
+  if (p.sequence_length_round < 1) {
+    throw UsageError(
+        fmt::format("policy.sequence_packing.sequence_length_round must be >= 1, got {}",
+                    p.sequence_length_round));
+  }
+  return p;
+}
+
+// Dynamic batching (token-budget micro batches) is not implemented: refuse it
+// rather than train with a different batching than the config asks for.
+void reject_dynamic_batching(const Config& c) {
+  const Config* node = c.find("policy.dynamic_batching.enabled");
+  if (node != nullptr && !node->is_null() && node->as_bool()) {
+    throw UsageError(
+        "policy.dynamic_batching.enabled=true is not supported by tessel; set it to false (use "
+        "policy.sequence_packing.enabled=true to fill micro batches with fewer padding tokens)");
+  }
+}
+
 std::variant<bool, int> reshard_from(const Config& c) {
   const Config* node = c.find("policy.reshard_after_forward");
   if (node == nullptr || node->is_null()) return true;
@@ -82,7 +129,29 @@ std::variant<bool, int> reshard_from(const Config& c) {
   return k;
 }
 
+// A name the trainer does not record would leave keep_top_k ranking nothing
+// and silently keep the most recent checkpoints instead, so it fails here.
+std::string checkpoint_metric_from(const Config& c) {
+  const auto name =
+      c.get_or<std::optional<std::string>>("checkpointing.metric_name", std::nullopt).value_or("");
+  if (name.empty()) return name;
+  if (name == "val:loss") return "val:val_loss";  // the validation record's own key
+  const auto& known = checkpoint_metric_names();
+  if (std::find(known.begin(), known.end(), name) != known.end()) return name;
+  std::vector<std::string> spellings = known;
+  spellings.push_back("val:loss");  // an old recipe's "val_loss" is closest to this
+  throw UsageError(fmt::format(
+      "checkpointing.metric_name: '{}' is not a metric tessel records.{} Accepted: {}, val:loss "
+      "(the same as val:val_loss), or null to keep the most recent checkpoints",
+      name, config::did_you_mean(config::closest_names(spellings, name)), fmt::join(known, ", ")));
+}
+
 }  // namespace
+
+const std::vector<std::string>& checkpoint_metric_names() {
+  static const std::vector<std::string> names = {"train:loss", "train:grad_norm", "val:val_loss"};
+  return names;
+}
 
 TrainOptions train_options_from(const Config& c) {
   TrainOptions o;
@@ -116,6 +185,8 @@ TrainOptions train_options_from(const Config& c) {
   o.activation_checkpointing =
       c.get_or<bool>("policy.dtensor_cfg.activation_checkpointing", false);
   o.reshard_after_forward = reshard_from(c);
+  o.packing = packing_from(c, o);
+  reject_dynamic_batching(c);
 
   o.adamw = adamw_from(c);
   const Config* sched = c.find("policy.scheduler");
@@ -145,9 +216,7 @@ TrainOptions train_options_from(const Config& c) {
   o.checkpoint.save_optimizer = c.get_or<bool>("checkpointing.save_optimizer", true);
   o.checkpoint.keep_top_k =
       c.get_or<std::optional<int64_t>>("checkpointing.keep_top_k", std::nullopt).value_or(0);
-  o.checkpoint.metric_name =
-      c.get_or<std::optional<std::string>>("checkpointing.metric_name", std::nullopt)
-          .value_or("");
+  o.checkpoint.metric_name = checkpoint_metric_from(c);
   o.checkpoint.higher_is_better = c.get_or<bool>("checkpointing.higher_is_better", false);
   return o;
 }

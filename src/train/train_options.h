@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "config/config.h"
 #include "optim/adamw.h"
@@ -28,8 +29,32 @@ struct CheckpointOptions {
   int64_t save_period = 0;
   bool save_optimizer = true;
   int64_t keep_top_k = 0;  // 0 or less: keep every checkpoint
-  std::string metric_name;  // "val:val_loss" / "train:loss"
+  // The metric keep_top_k ranks by, one of checkpoint_metric_names() ("val:loss"
+  // is stored as "val:val_loss"); empty (null): the most recent are kept.
+  std::string metric_name;
   bool higher_is_better = false;
+};
+
+// What checkpointing.metric_name accepts: the metrics the trainer records in
+// every checkpoint (trainer.cpp), in the reference's "<train|val>:<name>" form.
+const std::vector<std::string>& checkpoint_metric_names();
+
+// policy.sequence_packing. When enabled, each micro batch the sampler picks
+// (train_micro_batch_size examples; the validation micro batches likewise) is
+// laid out as rows of several documents instead of one padded example per
+// row: data::pack (first-fit decreasing) into rows of at most train_mb_tokens
+// tokens, with per-document position_ids and block-diagonal attention.
+// Packing never moves an example to another micro batch, rank or step, so the
+// loss of a step is that of the unpacked run (up to rounding).
+struct PackingOptions {
+  bool enabled = false;
+  int64_t train_mb_tokens = 0;  // row capacity; default max_total_sequence_length x micro batch
+  // "modified_first_fit_decreasing" (the reference's default) or
+  // "first_fit_decreasing": tessel packs both with first-fit decreasing.
+  std::string algorithm = "modified_first_fit_decreasing";
+  // Packed rows are padded to a multiple of this (and of
+  // make_sequence_length_divisible_by).
+  int64_t sequence_length_round = 1;
 };
 
 struct TrainOptions {
@@ -47,6 +72,7 @@ struct TrainOptions {
   int64_t seq_len_divisible_by = 1;  // policy.make_sequence_length_divisible_by
   double max_grad_norm = 0.0;  // <= 0: no clipping (the norm is still reported)
   bool activation_checkpointing = false;
+  PackingOptions packing;
   // Not a reference key (optional, policy.reshard_after_forward): true,
   // false, or an int k (FSDPOptions::reshard_after_forward).
   std::variant<bool, int> reshard_after_forward = true;

@@ -83,7 +83,7 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
     // last micro batch: earlier ones accumulate full-size local gradients.
     model.root.set_requires_gradient_sync(i + 1 == n);
     const auto& mb = micro_batches[i];
-    const at::Tensor logits = model.model->forward_logits(mb.input_ids);
+    const at::Tensor logits = model.model->forward_logits(mb.input_ids, mb.position_ids, mb.document_ids);
     const loss::LossSum ls = loss_sum(model, logits, mb.labels);
     local_loss_sum += ls.sum.detach().to(at::kDouble).item<double>();
     (ls.sum / denom).backward();
@@ -102,7 +102,7 @@ EvalResult evaluate(ShardedModel& model, const dist::DeviceMesh& mesh,
   double local_sum = 0.0;
   int64_t local_valid = 0;
   for (const auto& mb : micro_batches) {
-    const at::Tensor logits = model.model->forward_logits(mb.input_ids);
+    const at::Tensor logits = model.model->forward_logits(mb.input_ids, mb.position_ids, mb.document_ids);
     const loss::LossSum ls = loss_sum(model, logits, mb.labels);
     local_sum += ls.sum.to(at::kDouble).item<double>();
     local_valid += ls.num_valid;

@@ -26,6 +26,11 @@ struct MicroBatch {
   at::Tensor input_ids;  // [B, T] int64
   at::Tensor labels;     // [B, T] int64, next-token targets, loss::kIgnoreIndex where none
   int64_t num_tokens = 0;  // real (non-padding) tokens, for throughput
+  // Packed rows (policy.sequence_packing): per-document positions and
+  // document ids (data::Batch), passed to forward_logits so attention stays
+  // within each document. Undefined (unpacked): positions 0..T-1, plain causal.
+  at::Tensor position_ids;
+  at::Tensor document_ids;
 };
 
 struct StepResult {

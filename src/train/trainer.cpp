@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -44,21 +46,81 @@ data::Dataset load_split(const DatasetOptions& which, const TrainOptions& o,
   return data::load_dataset(which.name, &tokenizer, d);
 }
 
-MicroBatch to_micro_batch(const data::Batch& b) {
+// How the examples of one micro batch become tensors: one padded example per
+// row (data::collate), or with policy.sequence_packing rows of several
+// documents (data::pack; train_options.h PackingOptions). Packing keeps the
+// micro batch's examples (only their layout changes) and its loss masks:
+// pack() never makes a document's first token a target, so no target crosses
+// a document boundary and the valid-token count equals the padded layout's.
+struct BatchLayout {
+  data::CollateOptions collate;
+  int64_t pack_capacity = 0;  // > 0: packed rows of at most this many tokens
+  data::CollateOptions packed;  // collate, rows also rounded to sequence_length_round
+
+  bool packing() const { return pack_capacity > 0; }
+  data::Batch operator()(const data::Dataset& ds, const std::vector<int64_t>& indices) const {
+    return packing() ? data::pack(ds, indices, pack_capacity, packed)
+                     : data::collate(ds, indices, collate);
+  }
+};
+
+BatchLayout batch_layout(const TrainOptions& o, int64_t pad_id) {
+  BatchLayout l;
+  l.collate.pad_id = pad_id;
+  l.collate.divisible_by = o.seq_len_divisible_by;
+  if (o.packing.enabled) {
+    l.pack_capacity = o.packing.train_mb_tokens;
+    l.packed = l.collate;
+    l.packed.divisible_by = std::lcm(o.seq_len_divisible_by, o.packing.sequence_length_round);
+  }
+  return l;
+}
+
+MicroBatch to_micro_batch(const data::Batch& b, bool packed) {
   MicroBatch mb;
   mb.input_ids = b.input_ids;
   mb.labels = loss::next_token_labels(b.input_ids, b.loss_mask);
   mb.num_tokens = b.num_tokens;
+  if (packed) {  // unpacked rows keep the default positions and plain causal mask
+    mb.position_ids = b.position_ids;
+    mb.document_ids = b.document_ids;
+  }
   return mb;
 }
 
 std::vector<MicroBatch> collate_step(const data::Dataset& ds,
                                      const std::vector<std::vector<int64_t>>& micro_indices,
-                                     const data::CollateOptions& collate) {
+                                     const BatchLayout& layout) {
   std::vector<MicroBatch> out;
   out.reserve(micro_indices.size());
-  for (const auto& idx : micro_indices) out.push_back(to_micro_batch(data::collate(ds, idx, collate)));
+  for (const auto& idx : micro_indices) {
+    out.push_back(to_micro_batch(layout(ds, idx), layout.packing()));
+  }
   return out;
+}
+
+// One line on packing: the share of row slots holding real tokens in this
+// rank's micro batches of one step, packed and as padded rows would be.
+std::string packing_summary(const data::Dataset& ds,
+                            const std::vector<std::vector<int64_t>>& micro_indices,
+                            const std::vector<MicroBatch>& batches, const BatchLayout& layout) {
+  int64_t real = 0, packed_slots = 0, padded_slots = 0, rows = 0;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    real += batches[i].num_tokens;
+    packed_slots += batches[i].input_ids.numel();
+    rows += batches[i].input_ids.size(0);
+    int64_t longest = 0;
+    for (int64_t index : micro_indices[i]) longest = std::max(longest, ds[index].size());
+    const int64_t d = layout.collate.divisible_by;
+    padded_slots += static_cast<int64_t>(micro_indices[i].size()) * ((longest + d - 1) / d * d);
+  }
+  auto pct = [&](int64_t slots) {
+    return slots > 0 ? 100.0 * static_cast<double>(real) / static_cast<double>(slots) : 0.0;
+  };
+  return fmt::format(
+      "packing efficiency {:.1f}% ({} tokens in {} rows, {} slots; padded rows: {:.1f}% of {} "
+      "slots)",
+      pct(packed_slots), real, rows, packed_slots, pct(padded_slots), padded_slots);
 }
 
 // Validation over the first val_batches global batches of the validation
@@ -66,7 +128,7 @@ std::vector<MicroBatch> collate_step(const data::Dataset& ds,
 class Validator {
  public:
   Validator(data::Dataset dataset, const TrainOptions& o, const dist::DeviceMesh& mesh,
-            data::CollateOptions collate)
+            BatchLayout collate)
       : dataset_(std::move(dataset)), collate_(collate) {
     options_.global_batch_size = o.val_global_batch_size;
     options_.micro_batch_size = o.val_micro_batch_size;
@@ -93,10 +155,22 @@ class Validator {
 
  private:
   data::Dataset dataset_;
-  data::CollateOptions collate_;
+  BatchLayout collate_;
   data::SamplerOptions options_;
   int64_t num_batches_ = 0;
 };
+
+// What a checkpoint of step `m.step` records for checkpointing.metric_name
+// (checkpoint_metric_names()). As in the reference, only a validation run at
+// this very step counts: an earlier one measured other weights.
+std::map<std::string, double> checkpoint_metrics(const StepMetrics& m,
+                                                 const std::vector<ValMetrics>& validations) {
+  std::map<std::string, double> out = {{"train:loss", m.loss}, {"train:grad_norm", m.grad_norm}};
+  if (!validations.empty() && validations.back().step == m.step) {
+    out["val:val_loss"] = validations.back().loss;
+  }
+  return out;
+}
 
 std::string human_bytes(int64_t b) {
   return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0));
@@ -115,9 +189,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   const int64_t vocab = model->config().vocab_size;
   const auto tokenizer = data::load_tokenizer(o.tokenizer, vocab);
   data::Dataset train_set = load_split(o.train_data, o, *tokenizer, vocab);
-  data::CollateOptions collate;
-  collate.pad_id = tokenizer->pad_id();
-  collate.divisible_by = o.seq_len_divisible_by;
+  const BatchLayout collate = batch_layout(o, tokenizer->pad_id());
 
   data::SamplerOptions sampler_options;
   sampler_options.global_batch_size = o.global_batch_size;
@@ -153,6 +225,12 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
               o.train_data.name, train_set.size(), sampler.steps_per_epoch(),
               o.global_batch_size, o.micro_batch_size, sampler.accumulation_steps(),
               mesh.layout().dp_size(), total_steps);
+    if (collate.packing()) {
+      log::info("sequence packing on: each micro batch's examples are packed ({}, run as first-fit "
+                "decreasing) into rows of at most {} tokens, padded to a multiple of {}; attention "
+                "stays within each example",
+                o.packing.algorithm, collate.pack_capacity, collate.packed.divisible_by);
+    }
   }
   // Resume from the latest complete checkpoint, as the reference does when
   // checkpointing is enabled and its directory already holds one.
@@ -186,12 +264,20 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     if (progress) progress->validation(v);
   };
 
+  const KeepPolicy keep{o.checkpoint.keep_top_k, o.checkpoint.metric_name,
+                        o.checkpoint.higher_is_better};
+  bool warned_no_metric = false;
   if (validator && o.val_at_start) validate(start_step);
   const auto run_start = Clock::now();
   int64_t run_tokens = 0;
   for (int64_t step = start_step; step < total_steps; ++step) {
     const auto t0 = Clock::now();
-    const auto batches = collate_step(train_set, sampler.next_step(), collate);
+    const auto micro_indices = sampler.next_step();
+    const auto batches = collate_step(train_set, micro_indices, collate);
+    if (rank0 && collate.packing() && step == start_step) {
+      log::info("step {} (rank 0's micro batches): {}", step + 1,
+                packing_summary(train_set, micro_indices, batches, collate));
+    }
     const double lr = optim::lr_at(o.lr_schedule, step);
     const StepResult r = train_step(sharded, optimizer, mesh, batches, lr, o.max_grad_norm);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -216,18 +302,29 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
                               r.loss, m.step));
     }
     const bool last = step + 1 == total_steps;
-    if (validator && o.val_period > 0 && (step + 1) % o.val_period == 0 &&
-        !(last && o.val_at_end)) {
+    // val_at_end validates before the last save, so that checkpoint records its val loss.
+    if (validator &&
+        ((o.val_period > 0 && (step + 1) % o.val_period == 0) || (last && o.val_at_end))) {
       validate(step + 1);
     }
     if (o.checkpoint.enabled &&
         ((o.checkpoint.save_period > 0 && (step + 1) % o.checkpoint.save_period == 0) || last)) {
-      save_checkpoint(o.checkpoint.dir, CheckpointInfo{step + 1, sampler.state()}, sharded,
-                      o.checkpoint.save_optimizer ? &optimizer : nullptr, mesh, config,
-                      o.checkpoint.keep_top_k);
+      const CheckpointInfo info{step + 1, sampler.state(), checkpoint_metrics(m, validations)};
+      if (keep.top_k > 0 && !keep.metric_name.empty() &&
+          info.metrics.count(keep.metric_name) == 0 && !warned_no_metric && rank0) {
+        log::warn(
+            "checkpoint of step {} has no {} (no validation at that step): keep_top_k ranks it "
+            "below the checkpoints that have one; align sft.val_period with "
+            "checkpointing.save_period",
+            info.step, keep.metric_name);
+        warned_no_metric = true;
+      }
+      save_checkpoint(o.checkpoint.dir, info, sharded,
+                      o.checkpoint.save_optimizer ? &optimizer : nullptr, mesh, config, keep);
     }
   }
-  if (validator && o.val_at_end) validate(total_steps);
+  // A resumed run that had already finished still validates at the end.
+  if (validator && o.val_at_end && start_step >= total_steps) validate(total_steps);
   const double total_s = std::chrono::duration<double>(Clock::now() - run_start).count();
 
   if (rank0 && run.write_logs) {

@@ -3,45 +3,20 @@
 // value, and `tessel run` starts ranks through mpirun and forwards exit codes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "support/run_tessel.h"
 
 namespace {
 
 using testing::HasSubstr;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout, then stderr when merged
-};
-
-std::string tessel_binary() {
-  const char* dir = std::getenv("TESSEL_BINARY_DIR");
-  return std::string(dir ? dir : ".") + "/bin/tessel";
-}
-
-// Runs `tessel ARGS` through the shell; stderr goes to the output when
-// `merge_stderr` (for messages), or is dropped (for parsing stdout as JSON).
-Result run_tessel(const std::string& args, bool merge_stderr = true,
-                  const std::string& env_prefix = "") {
-  const std::string cmd = env_prefix + " '" + tessel_binary() + "' " + args +
-                          (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using tessel::test_support::Result;
+using tessel::test_support::run_tessel;
 
 using Groups = std::vector<std::vector<int>>;
 

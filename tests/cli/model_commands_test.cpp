@@ -10,6 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/run_tessel.h"
+#include "support/temp_dir.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -25,30 +28,9 @@ namespace {
 using nlohmann::json;
 using testing::HasSubstr;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
-
-std::string tessel_binary() {
-  const char* dir = std::getenv("TESSEL_BINARY_DIR");
-  return std::string(dir ? dir : ".") + "/bin/tessel";
-}
-
-// stderr is merged for messages, dropped when stdout is parsed as JSON.
-Result run_tessel(const std::string& args, bool merge_stderr = true) {
-  const std::string cmd =
-      "'" + tessel_binary() + "' " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 65536> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using tessel::test_support::Result;
+using tessel::test_support::run_tessel;
+using tessel::test_support::TempDir;
 
 std::filesystem::path golden_llama() {
   return std::filesystem::path(__FILE__).parent_path().parent_path() / "golden" / "llama";
@@ -73,22 +55,6 @@ double mean_next_token_ce(const std::vector<std::vector<double>>& logits,
   }
   return total / static_cast<double>(tokens.size() - 1);
 }
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = std::filesystem::temp_directory_path() /
-            ("tessel_model_cli_" + std::to_string(::getpid()) + "_" +
-             testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 TEST(ModelCommands, GoldenLlamaLogitsAndLossMatchTheReference) {
   std::ifstream in(golden_llama() / "golden.json");

@@ -17,25 +17,12 @@
 #include "models/presets.h"
 #include "models/pretrained.h"
 #include "models/registry.h"
+#include "support/temp_dir.h"
 
 namespace tessel::models {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("tessel_models_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using test_support::TempDir;
 
 at::Tensor tokens(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);

@@ -151,9 +151,11 @@ TEST(Rotary, Llama3ScalingBandsAndBlend) {
 }
 
 // softmax(q k^T * scale + mask) v for every query head, kv head h / group.
+// docs (optional, docs[b][t]): query i sees key j only in its own document.
 at::Tensor naive_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            double scale, std::optional<int64_t> window,
-                           std::optional<double> cap) {
+                           std::optional<double> cap,
+                           const std::vector<std::vector<int64_t>>* docs = nullptr) {
   const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1);
   const int64_t group = Hq / Hkv;
   at::Tensor out = at::zeros(q.sizes(), kF64);
@@ -169,6 +171,7 @@ at::Tensor naive_attention(const at::Tensor& q, const at::Tensor& k, const at::T
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j <= i; ++j) {
           if (window && i - j >= *window) continue;
+          if (docs && (*docs)[b][i] != (*docs)[b][j]) continue;
           double dot = 0;
           for (int64_t d = 0; d < D; ++d) dot += qa[b][h][i][d] * ka[b][kvh][j][d];
           dot *= scale;
@@ -208,6 +211,36 @@ TEST(Attention, CoreMatchesNaiveLoopsForGqaWindowAndSoftcap) {
   at::Tensor k6 = rn({2, 6, 9, 4}), v6 = rn({2, 6, 9, 4});
   expect_close(causal_attention(q, k6, v6, 0.5), naive_attention(q, k6, v6, 0.5, {}, {}), 1e-10, 1e-12);
   EXPECT_THROW(causal_attention(q, rn({2, 4, 9, 4}), rn({2, 4, 9, 4}), 0.5), Error);
+}
+
+// Packed rows: with document_ids a query sees only earlier keys of its own
+// document (padding, -1, only padding), combined with the window and softcap;
+// a row that is one document gives bit-identical results to no document_ids.
+TEST(Attention, DocumentIdsMakeTheMaskBlockDiagonal) {
+  auto gen = seeded(5);
+  auto rn = [&](std::vector<int64_t> shape) { return at::randn(shape, gen, kF64); };
+  const int64_t T = 12;
+  at::Tensor q = rn({2, 6, T, 4}), k = rn({2, 2, T, 4}), v = rn({2, 2, T, 4});
+  const std::vector<std::vector<int64_t>> docs = {{0, 0, 0, 0, 0, 1, 1, 1, 1, 1, -1, -1},
+                                                  {0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, -1}};
+  const at::Tensor doc_ids =
+      at::stack({at::tensor(docs[0], at::kLong), at::tensor(docs[1], at::kLong)});
+  struct Case {
+    std::optional<int64_t> window;
+    std::optional<double> cap;
+  };
+  for (const Case& c : {Case{std::nullopt, std::nullopt}, Case{3, std::nullopt}, Case{2, 0.7}}) {
+    at::Tensor got = causal_attention(q, k, v, 0.37, c.window, c.cap, doc_ids);
+    expect_close(got, naive_attention(q, k, v, 0.37, c.window, c.cap, &docs), 1e-10, 1e-12);
+    // The mask matters: without it the second document sees the first.
+    const at::Tensor plain = causal_attention(q, k, v, 0.37, c.window, c.cap);
+    EXPECT_GT((got - plain).abs().max().item<double>(), 1e-3);
+  }
+  const at::Tensor one_document = at::zeros({2, T}, at::kLong);
+  EXPECT_TRUE(at::equal(causal_attention(q, k, v, 0.37, 3, 0.7, one_document),
+                        causal_attention(q, k, v, 0.37, 3, 0.7)));
+  EXPECT_THROW(causal_attention(q, k, v, 0.37, {}, {}, at::zeros({2, T - 1}, at::kLong)), Error);
+  EXPECT_THROW(causal_attention(q, k, v, 0.37, {}, {}, at::zeros({2, T}, kF64)), Error);
 }
 
 // The module with its weights split by heads into two "TP ranks": q/k/v rows

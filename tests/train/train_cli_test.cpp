@@ -5,65 +5,27 @@
 // message.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "io/atomic_file.h"
-#include "train/train_fixture.h"
+#include "support/run_tessel.h"
+#include "train/cli_fixture.h"
 
 namespace tessel::train {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
+using test_support::Result;
+using test_support::run_tessel;
 
-Result run_tessel(const std::string& args) {
-  const char* dir = std::getenv("TESSEL_BINARY_DIR");
-  const std::string cmd =
-      "'" + std::string(dir ? dir : ".") + "/bin/tessel' " + args + " 2>&1 </dev/null";
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using testing::train_records;
 
-std::vector<nlohmann::json> train_records(const std::string& log_dir) {
-  std::ifstream in(log_dir + "/metrics.jsonl");
-  std::vector<nlohmann::json> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j["split"] == "train") out.push_back(j);
-  }
-  return out;
-}
-
-class TrainCli : public testing::TrainFixture {
- protected:
-  // The fixture's resolved config, written as a file the way a user keeps one.
-  std::string write_config(const std::vector<std::string>& extra = {}) {
-    const std::string path = (dir_ / "run.yaml").string();
-    io::write_file_atomically(path, make_config(extra).to_yaml());
-    return path;
-  }
-};
+class TrainCli : public testing::TrainCliFixture {};
 
 TEST_F(TrainCli, EveryLayoutMatchesOneProcessForTenSteps) {
   // Global batch 12 divides by every dp size below (1, 2, 3, 4); micro batch 1

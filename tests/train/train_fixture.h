@@ -10,12 +10,39 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "config/loader.h"
+#include "dist/communicator.h"
+#include "dist/device_mesh.h"
+#include "fsdp/state_dict.h"
+#include "train/trainer.h"
 
 namespace tessel::train::testing {
+
+// The mesh of a single-process run (world 1).
+inline dist::DeviceMesh world_mesh() {
+  dist::MeshSizes sizes;
+  sizes.world_size = 1;
+  return dist::DeviceMesh(dist::MeshLayout(sizes), dist::world());
+}
+
+// No progress output and no log files.
+inline RunOptions quiet() {
+  RunOptions r;
+  r.quiet = true;
+  r.write_logs = false;
+  return r;
+}
+
+// The trained parameters as full tensors, by name.
+inline std::map<std::string, at::Tensor> full_params(TrainResult& r) {
+  std::map<std::string, at::Tensor> out;
+  for (auto& [name, t] : fsdp::full_state_dict(*r.model.model)) out[name] = t;
+  return out;
+}
 
 inline std::filesystem::path source_dir() {
   const char* dir = std::getenv("TESSEL_SOURCE_DIR");

@@ -24,24 +24,12 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::TrainFixture;
+using testing::full_params;
+using testing::quiet;
+using testing::world_mesh;
 
-dist::DeviceMesh world_mesh() {
-  dist::MeshSizes sizes;
-  sizes.world_size = 1;
-  return dist::DeviceMesh(dist::MeshLayout(sizes), dist::world());
-}
 
-RunOptions quiet() {
-  RunOptions r;
-  r.quiet = true;
-  return r;
-}
 
-std::map<std::string, at::Tensor> final_params(TrainResult& r) {
-  std::map<std::string, at::Tensor> out;
-  for (auto& [name, t] : fsdp::full_state_dict(*r.model.model)) out[name] = t;
-  return out;
-}
 
 class TrainerTest : public TrainFixture {};
 
@@ -116,8 +104,8 @@ TEST_F(TrainerTest, AccumulationMatchesOneMicroBatch) {
                 1e-4 * one.steps[i].grad_norm)
         << "step " << i + 1;
   }
-  const auto a = final_params(one);
-  const auto b = final_params(four);
+  const auto a = full_params(one);
+  const auto b = full_params(four);
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : a) {
     ASSERT_TRUE(b.count(name)) << name;
@@ -134,6 +122,16 @@ TEST_F(TrainerTest, MissingDatasetIsUsageError) {
     FAIL() << "expected UsageError";
   } catch (const UsageError& e) {
     EXPECT_THAT(e.what(), HasSubstr("nope.jsonl"));
+  }
+}
+
+TEST_F(TrainerTest, DynamicBatchingIsRefusedNotIgnored) {
+  const auto mesh = world_mesh();
+  try {
+    train(make_config({"policy.dynamic_batching.enabled=true"}), mesh, quiet());
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("policy.dynamic_batching.enabled"));
   }
 }
 

@@ -4,7 +4,10 @@
 // the optimized plan, the optimized plan with sequence parallelism (7 tokens,
 // so sequence shards are uneven), and the HF plan. Qwen2, Qwen3 and Gemma3
 // have tied embeddings. tp 2 runs on the world at 2 ranks and on two groups of
-// 2 at 4 ranks; tp 4 runs on a Llama config with 4 kv heads.
+// 2 at 4 ranks; tp 4 runs on a Llama config with 4 kv heads. Packed rows
+// (several documents per row, per-document position_ids, document_ids) run
+// the same comparison: document_ids ride along as the 4th input of every
+// decoder layer and attention, past the positions the TP hooks redistribute.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -40,8 +43,33 @@ const char* name(Mode m) {
 
 using Factory = std::function<std::shared_ptr<models::CausalLM>()>;
 
-void check_model(const std::string& what, const Factory& make, Mode mode, const dist::CommunicatorPtr& g) {
-  SCOPED_TRACE(what + " " + name(mode) + " tp " + std::to_string(g->size()));
+// Two packed rows of 21 tokens (odd: uneven sequence shards): documents of
+// 9 and 8 tokens then 4 of padding; one of 18 (longer than the sliding window
+// 16 of tiny-gemma3's local layers) then one of 3.
+struct PackedRows {
+  at::Tensor position_ids, document_ids, loss_mask;
+};
+PackedRows packed_rows() {
+  const std::vector<std::vector<int64_t>> lengths = {{9, 8, -4}, {18, 3}};  // negative: padding
+  std::vector<int64_t> pos, doc, mask;
+  for (const auto& row : lengths) {
+    int64_t d = 0;
+    for (int64_t n : row) {
+      for (int64_t i = 0; i < std::abs(n); ++i) {
+        pos.push_back(i);
+        doc.push_back(n < 0 ? -1 : d);
+        mask.push_back(n < 0 || i == 0 ? 0 : 1);
+      }
+      ++d;
+    }
+  }
+  auto t = [](const std::vector<int64_t>& v) { return at::tensor(v, at::kLong).view({2, 21}); };
+  return {t(pos), t(doc), t(mask)};
+}
+
+void check_model(const std::string& what, const Factory& make, Mode mode, const dist::CommunicatorPtr& g,
+                 bool packed = false) {
+  SCOPED_TRACE(what + " " + name(mode) + " tp " + std::to_string(g->size()) + (packed ? " packed" : ""));
   auto ref = make();
   auto tp = make();
   const auto& cfg = tp->config();
@@ -60,15 +88,16 @@ void check_model(const std::string& what, const Factory& make, Mode mode, const 
   ParallelizeResult res = parallelize(*tp, g, plan, opts);
   const bool sharded_logits = mode != Mode::HF;
 
-  const int64_t B = 2, T = 7;
+  const int64_t B = 2, T = packed ? 21 : 7;
   at::Tensor ids = (at::arange(B * T, at::TensorOptions().dtype(at::kLong)) * 37 + 11).remainder(V).view({B, T});
-  at::Tensor labels = loss::next_token_labels(ids);
+  const PackedRows rows = packed ? packed_rows() : PackedRows{};
+  at::Tensor labels = loss::next_token_labels(ids, rows.loss_mask);
 
-  at::Tensor ref_logits = ref->forward_logits(ids);
+  at::Tensor ref_logits = ref->forward_logits(ids, rows.position_ids, rows.document_ids);
   loss::LossSum ref_loss = loss::cross_entropy_sum(ref_logits, labels);
   ref_loss.sum.backward();
 
-  at::Tensor logits = tp->forward_logits(ids);
+  at::Tensor logits = tp->forward_logits(ids, rows.position_ids, rows.document_ids);
   loss::LossSum l;
   if (sharded_logits) {
     expect_close(tensor::all_gather_dim(logits.detach().contiguous(), -1 + logits.dim(), *g,
@@ -103,6 +132,17 @@ TEST(ModelParityMpi, EveryFamilyEveryPlanAtTp2) {
   EXPECT_LT(num_activation_tags(), 64u);  // tags die with their tensors
 }
 
+TEST(ModelParityMpi, PackedRowsAtTp2) {
+  auto g = tp2_group();
+  if (dist::world()->size() % 2 != 0) GTEST_SKIP();
+  for (const char* preset : {"tiny-llama", "tiny-gemma3"}) {
+    Factory make = [preset] { return models::create_preset_model(preset, 1234); };
+    for (Mode m : {Mode::Optimized, Mode::OptimizedSP, Mode::HF}) {
+      check_model(preset, make, m, g, /*packed=*/true);
+    }
+  }
+}
+
 TEST(ModelParityMpi, LlamaWithFourKvHeadsAtTp4) {
   auto w = dist::world();
   if (w->size() != 4) GTEST_SKIP() << "needs 4 ranks";
@@ -117,6 +157,7 @@ TEST(ModelParityMpi, LlamaWithFourKvHeadsAtTp4) {
     return m;
   };
   for (Mode m : {Mode::Optimized, Mode::OptimizedSP, Mode::HF}) check_model("llama kv4 tied", make, m, w);
+  check_model("llama kv4 tied", make, Mode::OptimizedSP, w, /*packed=*/true);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // tied-embedding model (tiny-qwen2) and data trained for 10 steps on one
 // process, on TP 2 with each plan source (optimized, HF fallback, the seed's
 // custom plan) and on TP 2 x FSDP 2 gives the same loss and gradient norm per
-// step (SPEC 8) and the same final parameters. Checkpoints written under
+// step (SPEC 8) and the same final parameters. Every other family's optimized
+// plan trains alike, with and without sequence parallelism. Checkpoints written under
 // TP 2 x FSDP 2 resume on one process and on TP 2 (another mesh) and continue
 // the uninterrupted loss curve.
 //
@@ -25,6 +26,7 @@
 #include "dist/device_mesh.h"
 #include "parallel/optimized_plans.h"
 #include "train/checkpoint.h"
+#include "train/model_setup.h"
 #include "train/train_fixture.h"
 #include "train/trainer.h"
 
@@ -32,13 +34,9 @@ namespace tessel::train {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::quiet;
 using testing::TrainFixture;
 
-RunOptions quiet() {
-  RunOptions r;
-  r.quiet = true;
-  return r;
-}
 
 // A mesh of `world_size` ranks with tensor parallelism `tp` on the group of
 // this rank: the world split into consecutive blocks of world_size ranks.
@@ -131,8 +129,25 @@ TEST_F(TpTrainingParity, EveryPlanSourceAndTpTimesFsdpMatchOneProcess) {
     EXPECT_TRUE(at::allclose(full, ref_params.at(name), 1e-4, 1e-5))
         << name << " max diff " << (full - ref_params.at(name)).abs().max().item<float>();
   }
+  // Each rank's live shard is the box its ShardSpec [tp, dp_shard_cp] names
+  // in the single-process parameters.
+  for (const auto& [name, p] : mesh_state_dict(two_d.model)) {
+    const at::Tensor expected = p.spec.local_view(ref_params.at(name), p.coords);
+    ASSERT_EQ(expected.sizes(), p.local.sizes()) << name << " " << p.spec.to_string();
+    EXPECT_TRUE(at::allclose(p.local.detach(), expected, 1e-4, 1e-5)) << name << " " << p.spec.to_string();
+  }
   dist::world()->barrier();
   if (dist::world()->rank() == 0) fs::remove_all(ckpt);
+}
+
+TEST_F(TpTrainingParity, EveryFamilysOptimizedPlanWithAndWithoutSequenceParallel) {
+  for (const char* preset : {"tiny-llama", "tiny-mistral", "tiny-qwen3", "tiny-gemma3"}) {
+    const std::string model = std::string("policy.model_name=") + preset;
+    const TrainResult ref = run(1, 1, {model});
+    expect_same_steps(run(2, 2, {model}).steps, ref.steps, std::string(preset) + " tp2");
+    expect_same_steps(run(4, 2, {model, "policy.dtensor_cfg.sequence_parallel=true"}).steps, ref.steps,
+                      std::string(preset) + " tp2+sp x fsdp2");
+  }
 }
 
 TEST_F(TpTrainingParity, CheckpointFromTpTimesFsdpResumesOnOtherMeshes) {

@@ -1,0 +1,107 @@
+// `tessel plan` end to end through the built binary: the chosen plan source,
+// the modules it touches, and every rank's parameter bytes for the real
+// Llama-3.1-8B config under TP 2 x HSDP 2x4 against a hand computation from
+// the model's published dimensions; bad plans and impossible layouts exit 2
+// with a message saying what is wrong.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "support/run_tessel.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using tessel::test_support::run_tessel;
+
+std::string source(const std::string& rel) {
+  const char* dir = std::getenv("TESSEL_SOURCE_DIR");
+  return std::string(dir ? dir : ".") + "/" + rel;
+}
+
+const std::string kRecipe = source("examples/configs/recipes/llm/sft-llama3.2-1b-2n8g-hsdp.yaml");
+const std::string kLlama8B = "policy.model_name=" + source("tests/models/hf_configs/meta-llama__Llama-3.1-8B");
+
+TEST(PlanCli, Llama8BTp2OnSixteenRanksHasHandComputedBytes) {
+  // The recipe: 2 nodes x 8, dp_replicate 2; with tp 2 the shard group is 4.
+  const auto r = run_tessel("plan " + kRecipe + " " + kLlama8B + " policy.dtensor_cfg.tensor_parallel_size=2 --json",
+                            /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["plan"]["source"], "optimized");
+  EXPECT_EQ(j["world_size"], 16);
+  EXPECT_EQ(j["mesh"]["dp_shard"], 4);
+  EXPECT_EQ(j["model_param_elements"].get<int64_t>(), 8030261248LL);
+  bool q_proj = false;
+  for (const auto& m : j["modules"]) q_proj |= m["module"] == "model.layers.31.self_attn.q_proj";
+  EXPECT_TRUE(q_proj);
+
+  // Llama-3.1-8B: hidden 4096, intermediate 14336, vocab 128256, 32 layers,
+  // 32 heads and 8 kv heads of 128. Split over tp: q, k, v, o, gate, up,
+  // down, the embedding and lm_head; whole on every tp rank: 65 norms.
+  const int64_t per_layer = 4096LL * (4096 + 1024 + 1024 + 4096) + 3LL * 14336 * 4096;
+  const int64_t split = 32 * per_layer + 2LL * 128256 * 4096;
+  const int64_t norms = 65LL * 4096;
+  const int64_t per_tp_rank = split / 2 + norms;
+  // Every tp-local dim 0 (2048, 512, 4096, 7168, 64128) divides by 4: no padding.
+  ASSERT_EQ(j["ranks"].size(), 16u);
+  for (const auto& rank : j["ranks"]) {
+    EXPECT_EQ(rank["param_elements"].get<int64_t>(), per_tp_rank / 4) << rank.dump();
+    EXPECT_EQ(rank["padded_param_bytes"].get<int64_t>(), per_tp_rank);  // = 4 bytes x per_tp_rank / 4
+  }
+}
+
+TEST(PlanCli, TextOutputNamesSourceStylesAndBytes) {
+  const auto r = run_tessel("plan --world 4 policy.model_name=tiny-llama policy.dtensor_cfg.dp_replicate_size=1 "
+                            "policy.dtensor_cfg.tensor_parallel_size=2 policy.dtensor_cfg.sequence_parallel=true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("plan:   optimized"));
+  EXPECT_THAT(r.output, HasSubstr("SequenceParallel"));
+  EXPECT_THAT(r.output, HasSubstr("tp 1, shard 1 (ranks 3)"));
+}
+
+class PlanCliErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("tessel_plan_cli_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "plans.yaml") << "bad_style:\n  lm_head: sideways\n"
+                                          "no_match:\n  model.nothing.*: colwise\n";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string plan(const std::string& key) const {
+    return "policy.dtensor_cfg.custom_parallel_plan=" + (dir_ / "plans.yaml").string() + ":" + key;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(PlanCliErrors, BadPlansAndLayoutsExitTwo) {
+  const std::string tp2 = " --world 2 policy.dtensor_cfg.dp_replicate_size=1 policy.dtensor_cfg.tensor_parallel_size=2 ";
+  auto r = run_tessel("plan" + tp2 + plan("bad_style"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("sideways"));
+  EXPECT_THAT(r.output, HasSubstr("colwise"));  // the supported list
+
+  r = run_tessel("plan" + tp2 + plan("no_match"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("model.nothing.*"));
+
+  // tiny-llama has 2 kv heads: the optimized plan refuses tp 4, and the HF
+  // fallback would split k_proj into half heads.
+  r = run_tessel("plan --world 4 policy.dtensor_cfg.dp_replicate_size=1 policy.dtensor_cfg.tensor_parallel_size=4");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("whole heads"));
+
+  r = run_tessel("plan --world 3" + std::string(" policy.dtensor_cfg.dp_replicate_size=1 "
+                                                "policy.dtensor_cfg.tensor_parallel_size=2"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("tensor_parallel_size"));
+}
+
+}  // namespace
