@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "fsdp/fully_shard.h"
@@ -48,39 +49,15 @@
 namespace {
 
 using nlohmann::ordered_json;
-using Clock = std::chrono::steady_clock;
+using namespace tessel::bench;
 namespace dist = tessel::dist;
 namespace fsdp = tessel::fsdp;
 
 constexpr const char* kPreset = "llama-100m";
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
-// A "VmHWM:   1234 kB" style field of /proc/self/status, in bytes.
-int64_t proc_status_bytes(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
-  }
-  return -1;
-}
 
-std::string read_first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Args {
   int hsdp = 0;  // shard group size; 0: shard over the whole world
@@ -236,11 +213,8 @@ int main(int argc, char** argv) {
   world->all_gather_into(all, mine);
 
   if (me == 0) {
-    char date[64];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
+    const std::string date = utc_timestamp();
+    const std::string host = host_name();
     const double t_step = median(step_s);
     const double tokens_per_step = static_cast<double>(n * args.batch * args.seq);
     // World-1 reference: whole fp32 params, grads, and AdamW's two moments.

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "loss/cross_entropy.h"
 #include "models/presets.h"
 #include "models/registry.h"
@@ -40,42 +41,12 @@
 namespace {
 
 using nlohmann::ordered_json;
-using Clock = std::chrono::steady_clock;
+using namespace tessel::bench;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
-// CPU seconds of all the process's threads: on a shared machine wall time
-// mostly measures the other jobs, CPU time what this one needed.
-double cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
-// A "VmHWM:   1234 kB" style field of /proc/self/status, in bytes.
-int64_t proc_status_bytes(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
-  }
-  return -1;
-}
 
-// Resets VmHWM to the current RSS (Linux >= 4.0), so each case reports its own peak.
-void reset_peak_rss() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-}
 
-std::string read_first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -271,12 +242,9 @@ int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   ordered_json out;
   out["bench"] = "model_step";
-  char date[64];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  const std::string date = utc_timestamp();
   out["date"] = date;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
+  const std::string host = host_name();
   out["machine"] = {{"host", host},
                     {"cpu", cpu_model()},
                     {"hardware_threads", std::thread::hardware_concurrency()},
