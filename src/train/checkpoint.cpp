@@ -206,6 +206,16 @@ fs::path resolve_step_dir(const fs::path& ckpt) {
                                ckpt.string()));
 }
 
+// Removes what interrupted saves left in `dir` (.step_<N>.tmp being written,
+// .step_<N>.old being replaced). Only one run writes a checkpoint directory,
+// so anything of that shape is dead.
+void remove_leftovers(const fs::path& dir) {
+  static const std::regex leftover(R"(\.step_[0-9]+\.(tmp|old))");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_directory() && std::regex_match(e.path().filename().string(), leftover)) fs::remove_all(e.path());
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedModel& model,
@@ -217,7 +227,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
   const fs::path final_dir = dir / step_name(info.step);
   if (rank == 0) {
     fs::create_directories(dir);
-    fs::remove_all(tmp);
+    remove_leftovers(dir);
     fs::create_directories(tmp);
   }
   world->barrier();
@@ -266,8 +276,13 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     io::write_file_atomically(tmp / "config.json", models::to_config_json(model.model->config()));
     io::write_file_atomically(tmp / "config.yaml", run_config.to_yaml());
     crash_here_if_asked(info.step, rank);
-    fs::remove_all(final_dir);
+    // Saving a step that already exists (a rerun): move the old copy aside
+    // with one rename rather than deleting it first, so the window in which
+    // neither copy is step_<N> is two renames, not a recursive delete.
+    const fs::path old = dir / fmt::format(".{}.old", step_name(info.step));
+    if (fs::exists(final_dir)) fs::rename(final_dir, old);
     fs::rename(tmp, final_dir);
+    fs::remove_all(old);
     prune(dir, keep);
   }
   world->barrier();

@@ -15,7 +15,7 @@
 //   config.yaml           the run's resolved config
 // Saving writes into .step_<N>.tmp and renames it when every rank is done, so
 // a crash mid-save leaves the previous checkpoints untouched and never a
-// half-written step_<N>.
+// half-written step_<N>; the next save removes such leftovers.
 //
 // Loading reassembles each tensor from all rank files (the rows of every tp
 // piece, then the tp pieces joined) and re-slices it for the loading mesh, so
