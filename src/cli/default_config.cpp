@@ -55,4 +55,17 @@ fs::path default_config_path() {
                                kRelative.string(), fmt::join(searched, "; ")));
 }
 
+ConfigArgs split_config_args(std::vector<std::string> positional) {
+  const auto is_override = [](const std::string& arg) {
+    return arg.find('=') != std::string::npos || arg.rfind('+', 0) == 0 || arg.rfind('~', 0) == 0;
+  };
+  ConfigArgs out;
+  if (!positional.empty() && !is_override(positional.front())) {
+    out.path = positional.front();
+    positional.erase(positional.begin());
+  }
+  out.overrides = std::move(positional);
+  return out;
+}
+
 }  // namespace tessel::cli

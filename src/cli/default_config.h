@@ -10,11 +10,22 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 namespace tessel::cli {
 
 // The path of the default recipe; tessel::UsageError naming every place
 // searched (and how to pass a config instead) when none exists.
 std::filesystem::path default_config_path();
+
+// A command's positional arguments, [CONFIG] then overrides. The first one is
+// the config unless it reads as an override (`a.b=v`, `+a.b=v`, `~a.b`), so
+// `tessel mesh key=value` uses the default; `path` is then empty.
+struct ConfigArgs {
+  std::filesystem::path path;
+  std::vector<std::string> overrides;
+};
+ConfigArgs split_config_args(std::vector<std::string> positional);
 
 }  // namespace tessel::cli

@@ -31,12 +31,6 @@ struct MeshArgs {
   bool json = false;
 };
 
-// The first argument is the config unless it reads as an override
-// (`a.b=v`, `+a.b=v`, `~a.b`), so `tessel mesh key=value` uses the default.
-bool is_override(const std::string& arg) {
-  return arg.find('=') != std::string::npos || arg.rfind('+', 0) == 0 || arg.rfind('~', 0) == 0;
-}
-
 std::string rank_list(const std::vector<int>& ranks) {
   return fmt::format("{{{}}}", fmt::join(ranks, ","));
 }
@@ -81,15 +75,9 @@ void print_json(const dist::MeshLayout& layout, const std::string& config_path) 
 }
 
 void run_mesh(const MeshArgs& args) {
-  std::vector<std::string> overrides = args.positional;
-  std::string config_path;
-  if (!overrides.empty() && !is_override(overrides.front())) {
-    config_path = overrides.front();
-    overrides.erase(overrides.begin());
-  } else {
-    config_path = default_config_path().string();
-  }
-  const config::Config cfg = config::load_config(config_path, overrides);
+  const ConfigArgs given = split_config_args(args.positional);
+  const std::string config_path = (given.path.empty() ? default_config_path() : given.path).string();
+  const config::Config cfg = config::load_config(config_path, given.overrides);
   const config::ParallelismConfig parallel = config::parallelism_from(cfg);
   const dist::MeshLayout layout(mesh_sizes_from(parallel, args.world));
   if (args.json) {

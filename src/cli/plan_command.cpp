@@ -46,10 +46,6 @@ struct PlanArgs {
   bool json = false;
 };
 
-bool looks_like_override(const std::string& arg) {
-  return arg.find('=') != std::string::npos || arg.rfind('+', 0) == 0 || arg.rfind('~', 0) == 0;
-}
-
 models::ModelConfig model_config_of(const std::string& name) {
   if (std::filesystem::is_directory(name)) return models::load_model_config(name);
   return models::parse_model_config(models::make_preset_config(name), "preset " + name);
@@ -61,24 +57,36 @@ using Shapes = std::vector<std::vector<int64_t>>;
 struct TpRankView {
   Shapes shapes;
   std::vector<parallel::AppliedStyle> applied;
+  int64_t model_elements = 0;  // of the whole model, before the plan
 };
+
+// The shapes of `model`'s parameters, each tied tensor once.
+Shapes parameter_shapes(const torch::nn::Module& model) {
+  Shapes out;
+  std::set<const void*> seen;
+  for (const auto& p : model.parameters()) {
+    if (seen.insert(p.unsafeGetTensorImpl()).second) out.emplace_back(p.sizes().begin(), p.sizes().end());
+  }
+  return out;
+}
 
 TpRankView apply_as_tp_rank(const models::ModelConfig& config, const parallel::ResolvedPlan& resolved, int tp, int r) {
   models::BuildOptions meta;
   meta.device = c10::Device(c10::kMeta);
   auto model = models::build_model(config, meta);
   TpRankView view;
+  for (const auto& shape : parameter_shapes(*model)) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    view.model_elements += n;
+  }
   if (!resolved.plan.empty()) {
     auto group = std::make_shared<dist::ShapeOnlyCommunicator>(tp, r, "tp");
     auto result = parallel::parallelize(*model, group, resolved.plan, resolved.parallelize_options);
     parallel::check_whole_heads(config, result.params, tp);
     view.applied = std::move(result.applied);
   }
-  std::set<const void*> seen;
-  for (const auto& p : model->parameters()) {
-    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
-    view.shapes.emplace_back(p.sizes().begin(), p.sizes().end());
-  }
+  view.shapes = parameter_shapes(*model);
   return view;
 }
 
@@ -102,15 +110,9 @@ RankBytes fsdp_share(const Shapes& shapes, int shard_size, int shard_rank) {
 }
 
 void run_plan(const PlanArgs& args) {
-  std::vector<std::string> overrides = args.positional;
-  std::string path;
-  if (!overrides.empty() && !looks_like_override(overrides.front())) {
-    path = overrides.front();
-    overrides.erase(overrides.begin());
-  } else {
-    path = default_config_path().string();
-  }
-  const config::Config cfg = config::load_config(path, overrides);
+  const ConfigArgs given = split_config_args(args.positional);
+  const std::string path = (given.path.empty() ? default_config_path() : given.path).string();
+  const config::Config cfg = config::load_config(path, given.overrides);
   const config::ParallelismConfig par = config::parallelism_from(cfg);
   const int64_t world = args.world > 0 ? args.world : par.world_size();
   const dist::MeshLayout layout(mesh_sizes_from(par, world));
@@ -133,12 +135,7 @@ void run_plan(const PlanArgs& args) {
     throw UsageError(e.what());  // a bad plan is the user's input, like a bad config
   }
 
-  int64_t model_elements = 0;
-  for (const auto& s : apply_as_tp_rank(model_config, parallel::ResolvedPlan{}, 1, 0).shapes) {
-    int64_t n = 1;
-    for (int64_t d : s) n *= d;
-    model_elements += n;
-  }
+  const int64_t model_elements = views.front().model_elements;
 
   nlohmann::json ranks = nlohmann::json::array();
   for (int rank = 0; rank < layout.world_size(); ++rank) {

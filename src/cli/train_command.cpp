@@ -54,10 +54,6 @@ struct TrainArgs {
 
 constexpr const char* kProgressTtyEnv = "TESSEL_PROGRESS_TTY";
 
-bool is_override(const std::string& arg) {
-  return arg.find('=') != std::string::npos || arg.rfind('+', 0) == 0 || arg.rfind('~', 0) == 0;
-}
-
 bool under_mpi_launcher() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
     if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return true;
@@ -118,16 +114,13 @@ fs::path default_train_config() {
 }
 
 void run_train(const TrainArgs& args) {
-  std::vector<std::string> overrides = args.positional;
-  fs::path config_path;
-  if (!overrides.empty() && !is_override(overrides.front())) {
-    config_path = overrides.front();
-    overrides.erase(overrides.begin());
-    if (!fs::is_regular_file(config_path)) {
-      throw UsageError(fmt::format("config file {} not found", config_path.string()));
-    }
-  } else {
+  const ConfigArgs given = split_config_args(args.positional);
+  const std::vector<std::string>& overrides = given.overrides;
+  fs::path config_path = given.path;
+  if (config_path.empty()) {
     config_path = default_train_config();
+  } else if (!fs::is_regular_file(config_path)) {
+    throw UsageError(fmt::format("config file {} not found", config_path.string()));
   }
   const config::Config cfg = config::load_config(config_path, overrides);
   const config::ParallelismConfig parallel = config::parallelism_from(cfg);

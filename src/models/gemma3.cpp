@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/decoder_inputs.h"
 
 namespace tessel::models {
 
@@ -27,12 +28,8 @@ Gemma3DecoderLayer::Gemma3DecoderLayer(const nn::AttentionOptions& attention, in
 }
 
 nn::Tensors Gemma3DecoderLayer::forward(const nn::Tensors& inputs) {
-  TESSEL_CHECK(inputs.size() == 3 || inputs.size() == 4,
-               "decoder layer {} takes {{hidden, cos, sin[, document_ids]}}, got {} inputs", path(),
-               inputs.size());
-  at::Tensor h = inputs[0];
-  nn::Tensors attn_in{input_layernorm_->call(h), inputs[1], inputs[2]};
-  if (inputs.size() == 4) attn_in.push_back(inputs[3]);
+  at::Tensor h = inputs.at(0);
+  nn::Tensors attn_in = attention_inputs(*this, inputs, input_layernorm_->call(h));
   at::Tensor a = self_attn_->call(std::move(attn_in))[0];
   h = h + post_attention_layernorm_->call(a);
   h = h + post_feedforward_layernorm_->call(mlp_->call(pre_feedforward_layernorm_->call(h)));

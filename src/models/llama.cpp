@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
+#include "models/decoder_inputs.h"
 
 namespace tessel::models {
 
@@ -21,12 +22,8 @@ LlamaDecoderLayer::LlamaDecoderLayer(const nn::AttentionOptions& attention, int6
 }
 
 nn::Tensors LlamaDecoderLayer::forward(const nn::Tensors& inputs) {
-  TESSEL_CHECK(inputs.size() == 3 || inputs.size() == 4,
-               "decoder layer {} takes {{hidden, cos, sin[, document_ids]}}, got {} inputs", path(),
-               inputs.size());
-  at::Tensor h = inputs[0];
-  nn::Tensors attn_in{input_layernorm_->call(h), inputs[1], inputs[2]};
-  if (inputs.size() == 4) attn_in.push_back(inputs[3]);
+  at::Tensor h = inputs.at(0);
+  nn::Tensors attn_in = attention_inputs(*this, inputs, input_layernorm_->call(h));
   h = h + self_attn_->call(std::move(attn_in))[0];
   h = h + mlp_->call(post_attention_layernorm_->call(h));
   return {h};

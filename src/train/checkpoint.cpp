@@ -176,12 +176,6 @@ json read_metadata(const fs::path& step_dir) {
   return json::parse(read_text(step_dir / "metadata.json"));
 }
 
-// The shape of `name` in the unsharded model: the tp spec's when the plan
-// split it, else what FSDP sharded (the tp-local tensor is then the whole).
-std::vector<int64_t> global_shape(const ShardedModel& model, const std::string& name, const tensor::ShardSpec& fsdp) {
-  return model.tp_sharded(name) ? model.tp_params.at(name).spec.global_shape() : fsdp.global_shape();
-}
-
 // Test-only fault injection (tests/train/checkpoint_crash_test.cpp):
 // TESSEL_TEST_CRASH_IN_SAVE=<step>[:<rank>] makes rank <rank> (default 0)
 // SIGKILL itself while it saves step <step>, at the last moment before the
@@ -239,7 +233,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
   json tp_sharded = json::object();
   for (auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) {
     offsets[name] = sp.dim0_offset;
-    shapes[name] = global_shape(model, name, sp.spec);
+    shapes[name] = model.global_shape(name, sp.spec.global_shape());
     if (model.tp_sharded(name)) {
       const auto& tp = model.tp_params.at(name);
       tp_sharded[name] = {{"dim", tp.spec.placements().at(0).layout.normalized(tp.spec.global_shape().size()).dim()},
@@ -320,7 +314,7 @@ CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
                               step_dir.string(), name));
     }
     const auto shape = meta.at("shapes").at(name).get<std::vector<int64_t>>();
-    TESSEL_CHECK(shape == global_shape(model, name, sp.spec), "checkpoint shape of {} differs from the model's",
+    TESSEL_CHECK(shape == model.global_shape(name, sp.spec.global_shape()), "checkpoint shape of {} differs from the model's",
                  name);
     // The global tensor -> this rank's tp piece -> its FSDP rows.
     auto rows = [&](const at::Tensor& full) {

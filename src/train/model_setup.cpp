@@ -23,6 +23,10 @@ bool ShardedModel::tp_sharded(const std::string& name) const {
   return tp_params.contains(name) && parallel::is_tp_sharded(tp_params.at(name));
 }
 
+std::vector<int64_t> ShardedModel::global_shape(const std::string& name, const std::vector<int64_t>& tp_local) const {
+  return tp_sharded(name) ? tp_params.at(name).spec.global_shape() : tp_local;
+}
+
 std::vector<optim::GradShardSet> ShardedModel::grad_sets() const {
   optim::GradShardSet sharded{{}, {fsdp_group, tp_group}};
   optim::GradShardSet whole{{}, {fsdp_group}};
@@ -36,18 +40,19 @@ std::vector<std::pair<std::string, MeshParameter>> mesh_state_dict(const Sharded
   std::vector<std::pair<std::string, MeshParameter>> out;
   for (auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) {
     std::vector<tensor::Placement> placements;
-    std::vector<int64_t> global = sp.spec.global_shape();
     if (model.tp_sharded(name)) {
       const auto& tp = model.tp_params.at(name);
       TESSEL_CHECK(tp.packed_parts == 1, "parameter '{}' is a packed weight ({} parts): its tp piece is not one box "
                    "of the full tensor", name, tp.packed_parts);
       placements = tp.spec.placements();
-      global = tp.spec.global_shape();
     }
     for (const auto& p : sp.spec.placements()) placements.push_back(p);
     tensor::MeshCoords coords{{parallel::kTpMeshDim, {model.tp_group->size(), model.tp_group->rank()}},
                               {fsdp::kShardMeshDim, sp.shard}};
-    out.emplace_back(name, MeshParameter{sp.local, tensor::ShardSpec(global, std::move(placements)), std::move(coords)});
+    out.emplace_back(name, MeshParameter{sp.local,
+                                         tensor::ShardSpec(model.global_shape(name, sp.spec.global_shape()),
+                                                           std::move(placements)),
+                                         std::move(coords)});
   }
   return out;
 }

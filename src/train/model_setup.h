@@ -46,6 +46,9 @@ struct ShardedModel {
 
   // Whether the plan split `name` over tp (false for whole parameters).
   bool tp_sharded(const std::string& name) const;
+  // The unsharded shape of `name`: the tp spec's when the plan split it,
+  // else `tp_local` (the shape FSDP sharded, whole on every tp rank).
+  std::vector<int64_t> global_shape(const std::string& name, const std::vector<int64_t>& tp_local) const;
   // The shards grouped by the groups that partition them, for the global
   // gradient norm (each element counted once; see optim/grad_norm.h):
   // tp-sharded weights over dp_shard_cp and tp, the rest over dp_shard_cp.
