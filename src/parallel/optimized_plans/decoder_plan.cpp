@@ -23,15 +23,20 @@ Plan decoder_plan(const models::ModelConfig& c, const OptimizedPlanOptions& o, c
   const std::string L = "model.layers.*.";
   Plan p;
   auto colwise = std::make_shared<ColwiseParallel>();
-  if (!o.sequence_parallel) {
-    auto rowwise = std::make_shared<RowwiseParallel>();
-    p.add("model.embed_tokens", std::make_shared<VocabParallelEmbedding>(Layout::replicate(), Layout::replicate()));
+  // q/k/v on local heads; per-head q/k norms (Qwen3, Gemma3) see only this
+  // rank's heads, so their gradients are summed over tp.
+  const auto add_qkv = [&] {
     for (const char* m : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}) p.add(L + m, colwise);
     if (shape.qk_norm) {
       auto per_head = std::make_shared<ReplicateParallel>(true);
       p.add(L + "self_attn.q_norm", per_head);
       p.add(L + "self_attn.k_norm", per_head);
     }
+  };
+  if (!o.sequence_parallel) {
+    auto rowwise = std::make_shared<RowwiseParallel>();
+    p.add("model.embed_tokens", std::make_shared<VocabParallelEmbedding>(Layout::replicate(), Layout::replicate()));
+    add_qkv();
     p.add(L + "self_attn.o_proj", rowwise);
     p.add(L + "mlp.gate_proj", colwise);
     p.add(L + "mlp.up_proj", colwise);
@@ -47,12 +52,7 @@ Plan decoder_plan(const models::ModelConfig& c, const OptimizedPlanOptions& o, c
   // Attention takes {x, cos, sin}: only x is sequence-sharded.
   p.add(L + "self_attn", std::make_shared<PrepareModuleInput>(Layouts{seq, std::nullopt, std::nullopt},
                                                               Layouts{Layout::replicate(), std::nullopt, std::nullopt}));
-  for (const char* m : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}) p.add(L + m, colwise);
-  if (shape.qk_norm) {
-    auto per_head = std::make_shared<ReplicateParallel>(true);
-    p.add(L + "self_attn.q_norm", per_head);
-    p.add(L + "self_attn.k_norm", per_head);
-  }
+  add_qkv();
   p.add(L + "self_attn.o_proj", to_seq);
   p.add(L + "mlp", std::make_shared<PrepareModuleInput>(Layouts{seq}, Layouts{Layout::replicate()}));
   p.add(L + "mlp.gate_proj", colwise);
