@@ -45,7 +45,6 @@
 //                 [--steps N] [--warmup W]   (defaults 2, 256, 3, 1)
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <c10/core/CPUAllocator.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -65,6 +64,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "core/counting_allocator.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "loss/cross_entropy.h"
@@ -86,42 +86,6 @@ namespace parallel = tessel::parallel;
 constexpr const char* kPreset = "llama-100m";
 constexpr double kLossRelTol = 1e-4;
 constexpr double kGradNormRelTol = 1e-3;
-
-// ---- Counting CPU allocator -------------------------------------------------
-
-std::atomic<int64_t> g_live{0};
-std::atomic<int64_t> g_peak{0};
-
-struct Counted {
-  c10::DataPtr inner;
-  int64_t bytes;
-};
-
-void counted_delete(void* ctx) {
-  auto* c = static_cast<Counted*>(ctx);
-  g_live.fetch_sub(c->bytes);
-  delete c;  // frees the inner allocation through its own deleter
-}
-
-class CountingAllocator final : public c10::Allocator {
- public:
-  explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
-  c10::DataPtr allocate(size_t n) const override {
-    c10::DataPtr p = inner_->allocate(n);
-    void* data = p.get();
-    const c10::Device device = p.device();
-    const int64_t now = g_live.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
-    int64_t peak = g_peak.load();
-    while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
-    }
-    return {data, new Counted{std::move(p), static_cast<int64_t>(n)}, &counted_delete, device};
-  }
-
- private:
-  c10::Allocator* inner_;
-};
-
-void reset_alloc_peak() { g_peak.store(g_live.load()); }
 
 // ---- /proc ------------------------------------------------------------------
 
@@ -205,8 +169,7 @@ enum Field : int64_t {
 
 int main(int argc, char** argv) {
   using namespace tessel;
-  static CountingAllocator counting(c10::GetDefaultCPUAllocator());
-  c10::SetCPUAllocator(&counting, /*priority=*/100);
+  CountingCpuAllocator::install();
 
   const Args args = parse_args(argc, argv);
   auto world = dist::world();
@@ -276,8 +239,8 @@ int main(int argc, char** argv) {
       if (p.grad().defined()) p.mutable_grad().zero_();  // keep the buffers: part of the baseline
     }
     world->barrier();
-    const int64_t a0 = g_live.load();
-    reset_alloc_peak();
+    const int64_t a0 = CountingCpuAllocator::live_bytes();
+    CountingCpuAllocator::reset_peak();
     clear_refs_ok = reset_peak_rss() && clear_refs_ok;
     const int64_t r0 = proc_status_bytes("VmRSS");
     const double c0 = cpu_seconds();
@@ -288,13 +251,13 @@ int main(int argc, char** argv) {
     const at::Tensor l = ls.sum / static_cast<double>(ls.num_valid);
     const double t_fwd = seconds_since(t0);
     const double c1 = cpu_seconds();
-    const int64_t a1 = g_live.load();
+    const int64_t a1 = CountingCpuAllocator::live_bytes();
     const int64_t r1 = proc_status_bytes("VmRSS");
     const auto t1 = Clock::now();
     l.backward();
     const double t_bwd = seconds_since(t1);
     const double c2 = cpu_seconds();
-    const int64_t a2 = g_peak.load();
+    const int64_t a2 = CountingCpuAllocator::peak_bytes();
     const int64_t r2 = proc_status_bytes("VmHWM");
     const double t_step = t_fwd + t_bwd;
     at::Tensor tmax = at::full({1}, t_step, at::kDouble);

@@ -144,6 +144,11 @@ at::Tensor HfCheckpoint::load_slice(const std::string& name, int64_t dim, int64_
 
 at::Tensor HfCheckpoint::view(const std::string& name) const { return file_of(name).view(name); }
 
+void HfCheckpoint::read_box_into(const std::string& name, const std::vector<int64_t>& offset,
+                                 const at::Tensor& dst) const {
+  file_of(name).read_box_into(name, offset, dst);
+}
+
 at::Tensor HfCheckpoint::view_slice(const std::string& name, int64_t start, int64_t length) const {
   return file_of(name).view_slice(name, start, length);
 }

@@ -51,6 +51,7 @@ class HfCheckpoint {
   at::Tensor load(const std::string& name) const;
   std::map<std::string, at::Tensor> load_many(const std::vector<std::string>& names) const;
   at::Tensor load_slice(const std::string& name, int64_t dim, int64_t start, int64_t length) const;
+  void read_box_into(const std::string& name, const std::vector<int64_t>& offset, const at::Tensor& dst) const;
   at::Tensor view(const std::string& name) const;
   at::Tensor view_slice(const std::string& name, int64_t start, int64_t length) const;
 

@@ -47,7 +47,8 @@ void remove_stale_files(const std::filesystem::path& dir, const std::set<std::st
 }  // namespace
 
 void save_hf_checkpoint(const std::filesystem::path& dir, const NamedTensors& tensors,
-                        const std::string& config_json, uint64_t max_shard_bytes) {
+                        const std::string& config_json, uint64_t max_shard_bytes,
+                        const TensorProducer& produce) {
   TESSEL_CHECK(max_shard_bytes > 0, "{}: max_shard_bytes must be positive", dir.string());
   // Fail before any file is written, not after some shards are.
   check_named_tensors(dir, tensors);
@@ -71,7 +72,7 @@ void save_hf_checkpoint(const std::filesystem::path& dir, const NamedTensors& te
   const std::map<std::string, std::string> metadata{{"format", "pt"}};
   const auto shards = split_into_shards(tensors, max_shard_bytes);
   if (shards.size() == 1) {
-    save_safetensors(dir / kHfSafetensorsFile, tensors, metadata);
+    save_safetensors(dir / kHfSafetensorsFile, tensors, metadata, produce);
     remove_stale_files(dir, {kHfSafetensorsFile});
     return;
   }
@@ -83,7 +84,7 @@ void save_hf_checkpoint(const std::filesystem::path& dir, const NamedTensors& te
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string file =
         fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
-    save_safetensors(dir / file, shards[i], metadata);
+    save_safetensors(dir / file, shards[i], metadata, produce);
     written.insert(file);
     for (const auto& [name, tensor] : shards[i]) {
       sorted_map[name] = file;

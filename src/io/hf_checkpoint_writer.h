@@ -30,8 +30,11 @@ inline constexpr uint64_t kDefaultMaxShardBytes = 5'000'000'000;
 // own). `config_json` is written verbatim as config.json after checking it is
 // a JSON object; pass "" to write no config.json. Each safetensors file gets
 // metadata {"format": "pt"}, which transformers checks for.
+// With a `produce`, `tensors` only describe the data and each tensor is made
+// at write time (io::TensorProducer), so a model larger than memory can be written.
 void save_hf_checkpoint(const std::filesystem::path& dir, const NamedTensors& tensors,
                         const std::string& config_json,
-                        uint64_t max_shard_bytes = kDefaultMaxShardBytes);
+                        uint64_t max_shard_bytes = kDefaultMaxShardBytes,
+                        const TensorProducer& produce = {});
 
 }  // namespace tessel::io

@@ -80,4 +80,13 @@ void MappedFile::prefetch(uint64_t offset, uint64_t length) const {
   ::madvise(data_ + start, end - start, MADV_WILLNEED);
 }
 
+void MappedFile::release(uint64_t offset, uint64_t length) const {
+  if (data_ == nullptr || length == 0 || offset >= size_) return;
+  // Only pages entirely inside the range: a neighbour's bytes may share the edges.
+  const uint64_t page = page_size();
+  const uint64_t start = (offset + page - 1) / page * page;
+  const uint64_t end = std::min(size_, offset + length) / page * page;
+  if (end > start) ::madvise(data_ + start, end - start, MADV_DONTNEED);
+}
+
 }  // namespace tessel::io

@@ -36,6 +36,12 @@ class MappedFile {
   // is not a sequence of single-page faults. Advisory; never fails.
   void prefetch(uint64_t offset, uint64_t length) const;
 
+  // Drops this process's mapping of the whole pages inside [offset, offset +
+  // length) (the page cache keeps them; a later read faults them back in). A
+  // rank that copied its shard out calls it so that its resident set holds
+  // what it copied, not the file pages it read through. Advisory; never fails.
+  void release(uint64_t offset, uint64_t length) const;
+
  private:
   MappedFile(std::filesystem::path path, int fd, std::byte* data, uint64_t size);
 

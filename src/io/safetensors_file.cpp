@@ -146,6 +146,91 @@ at::Tensor SafetensorsFile::load_slice(const std::string& name, int64_t dim, int
   return out;
 }
 
+at::Tensor SafetensorsFile::load_box(const std::string& name, const std::vector<int64_t>& offset,
+                                     const std::vector<int64_t>& shape) const {
+  auto out = at::empty(shape, at::TensorOptions().dtype(info(name).dtype));
+  read_box_into(name, offset, out);
+  return out;
+}
+
+void SafetensorsFile::read_box_into(const std::string& name, const std::vector<int64_t>& offset,
+                                    const at::Tensor& dst) const {
+  const auto& t = info(name);
+  const size_t rank = t.shape.size();
+  const std::vector<int64_t> shape = dst.sizes().vec();
+  TESSEL_CHECK(offset.size() == rank && shape.size() == rank,
+               "{}: tensor '{}' has {} dimensions; a box of {} was asked for", path().string(), name, rank,
+               shape.size());
+  for (size_t d = 0; d < rank; ++d) {
+    TESSEL_CHECK(offset[d] >= 0 && shape[d] >= 0 && offset[d] + shape[d] <= t.shape[d],
+                 "{}: tensor '{}' has shape [{}]; box offset [{}] shape [{}] is out of range", path().string(),
+                 name, fmt::join(t.shape, ", "), fmt::join(offset, ", "), fmt::join(shape, ", "));
+  }
+  if (dst.numel() == 0) return;
+  const auto itemsize = static_cast<uint64_t>(safetensors_itemsize(t.dtype));
+  const uint64_t base = data_offset_ + t.data_begin;
+  if (rank == 0) {
+    at::Tensor one = at::empty({}, at::TensorOptions().dtype(t.dtype));
+    std::memcpy(one.data_ptr(), file_->data() + base, itemsize);
+    dst.copy_(one);
+    return;
+  }
+  // Strides (bytes) of the file tensor, and the byte offset of the box's corner.
+  std::vector<uint64_t> stride(rank, itemsize);
+  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * static_cast<uint64_t>(t.shape[d]);
+  // The box is read as rows along `row_dim`, each a contiguous run of the
+  // file over the dims after it: row_dim is the dim just outside the
+  // innermost one the box does not span whole (dim 0 when only dim 0 is
+  // partial, or none). Outer dims are walked one index tuple at a time.
+  size_t innermost_partial = rank - 1;
+  while (innermost_partial > 0 && shape[innermost_partial] == t.shape[innermost_partial]) --innermost_partial;
+  const size_t row_dim = innermost_partial > 0 ? innermost_partial - 1 : 0;
+  uint64_t run = itemsize;
+  for (size_t d = row_dim + 1; d < rank; ++d) run *= static_cast<uint64_t>(shape[d]);
+  // Rows move in batches of about kBatchBytes: copied straight into dst when
+  // it can take the bytes as they are, else through a staging buffer that
+  // converts the dtype; the file pages of each batch are released once read.
+  constexpr uint64_t kBatchBytes = uint64_t{16} << 20;
+  const int64_t batch_rows = static_cast<int64_t>(std::max<uint64_t>(1, kBatchBytes / run));
+  const bool direct = dst.scalar_type() == t.dtype;
+  at::Tensor staging;
+  std::vector<int64_t> index(row_dim, 0);
+  for (;;) {
+    uint64_t at_row = 0;
+    at::Tensor dst_rows = dst;
+    for (size_t d = 0; d < row_dim; ++d) {
+      at_row += static_cast<uint64_t>(offset[d] + index[d]) * stride[d];
+      dst_rows = dst_rows.select(0, index[d]);
+    }
+    for (int64_t r0 = 0; r0 < shape[row_dim]; r0 += batch_rows) {
+      const int64_t rows = std::min(batch_rows, shape[row_dim] - r0);
+      const uint64_t first = base + at_row + static_cast<uint64_t>(offset[row_dim] + r0) * stride[row_dim];
+      uint64_t inner = 0;
+      for (size_t d = row_dim + 1; d < rank; ++d) inner += static_cast<uint64_t>(offset[d]) * stride[d];
+      const std::byte* src = file_->data() + first + inner;
+      at::Tensor target = dst_rows.narrow(0, r0, rows);
+      if (direct && target.is_contiguous()) {
+        copy_rows(static_cast<std::byte*>(target.data_ptr()), src, static_cast<uint64_t>(rows), run,
+                  stride[row_dim]);
+      } else {
+        const auto bytes = static_cast<int64_t>(static_cast<uint64_t>(rows) * run);
+        if (!staging.defined() || staging.numel() < bytes) {
+          staging = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+        }
+        copy_rows(static_cast<std::byte*>(staging.data_ptr()), src, static_cast<uint64_t>(rows), run,
+                  stride[row_dim]);
+        std::vector<int64_t> rows_shape(shape.begin() + static_cast<int64_t>(row_dim), shape.end());
+        rows_shape[0] = rows;
+        target.copy_(at::from_blob(staging.data_ptr(), rows_shape, at::TensorOptions().dtype(t.dtype)));
+      }
+      file_->release(first + inner, static_cast<uint64_t>(rows - 1) * stride[row_dim] + run);
+    }
+    size_t d = row_dim;
+    while (d > 0 && ++index[d - 1] == shape[d - 1]) index[--d] = 0;
+    if (d == 0) break;
+  }
+}
+
 at::Tensor SafetensorsFile::view(const std::string& name) const {
   const auto& t = info(name);
   if (t.shape.empty()) return load(name);

@@ -58,6 +58,17 @@ class SafetensorsFile {
   // otherwise. Throws when dim, start or length are out of range.
   at::Tensor load_slice(const std::string& name, int64_t dim, int64_t start, int64_t length) const;
 
+  // An owning copy of the box [offset, offset + shape) of the tensor (one
+  // offset and extent per dimension), reading only the bytes inside it and
+  // releasing the file pages it read (MappedFile::release), so a rank reading
+  // its shard keeps no file memory resident. Throws when the box is out of range.
+  at::Tensor load_box(const std::string& name, const std::vector<int64_t>& offset,
+                      const std::vector<int64_t>& shape) const;
+  // The same box written into `dst` (its shape is the box's; any dtype, which
+  // the values are converted to; any strides), through no buffer larger than
+  // 16 MiB: how a rank fills its shard in place.
+  void read_box_into(const std::string& name, const std::vector<int64_t>& offset, const at::Tensor& dst) const;
+
   // Zero-copy variants (see above). view_slice slices dim 0.
   at::Tensor view(const std::string& name) const;
   at::Tensor view_slice(const std::string& name, int64_t start, int64_t length) const;

@@ -1,6 +1,7 @@
 #include "io/safetensors_writer.h"
 
 #include <ATen/ATen.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -40,7 +41,7 @@ void check_named_tensors(const std::filesystem::path& path, const NamedTensors& 
 }
 
 void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, const TensorProducer& produce) {
   check_named_tensors(path, tensors);
 
   // Largest elements first keeps every tensor aligned to its element size.
@@ -75,8 +76,17 @@ void save_safetensors(const std::filesystem::path& path, const NamedTensors& ten
   out.write(&header_len, sizeof(header_len));
   out.write(text.data(), text.size());
   for (size_t i : data_order) {
+    const auto& [name, described] = tensors[i];
+    at::Tensor data = described;
+    if (produce) {
+      data = produce(name, described);
+      TESSEL_CHECK(data.defined() && data.sizes() == described.sizes(),
+                   "{}: the data made for tensor '{}' does not have its shape [{}]", path.string(), name,
+                   fmt::join(described.sizes(), ", "));
+      data = data.to(described.scalar_type());
+    }
     // Already contiguous CPU tensors are written straight from their memory.
-    const at::Tensor t = tensors[i].second.detach().cpu().resolve_conj().resolve_neg().contiguous();
+    const at::Tensor t = data.detach().cpu().resolve_conj().resolve_neg().contiguous();
     out.write(t.data_ptr(), offsets[i].second - offsets[i].first);
   }
   out.commit();

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -19,14 +20,24 @@ namespace tessel::io {
 // Tensors in the order their names should appear in the header.
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
+// Makes a tensor's data at write time, for tensors too many to hold at once
+// (a model written parameter by parameter): given the entry's name and its
+// described tensor (dtype and shape; e.g. on the meta device), returns the
+// data (same shape; converted to the described dtype when it differs).
+// Called once per tensor, in data order (the given order among tensors of
+// one element size).
+using TensorProducer = std::function<at::Tensor(const std::string& name, const at::Tensor& described)>;
+
 // Writes `tensors` (any device, any strides: each is copied to contiguous CPU
 // memory one at a time only when it is not already) and `metadata` (the
 // header's "__metadata__"; omitted when empty) to `path`. Dtypes: those of
 // safetensors_dtype.h. Throws tessel::Error naming the file and tensor for an
 // empty, duplicate or reserved ("__metadata__") name, an undefined or sparse
 // tensor, or an unsupported dtype. The parent directory must exist.
+// With a `produce`, `tensors` only describe the data (see TensorProducer).
 void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {},
+                      const TensorProducer& produce = {});
 
 // The checks save_safetensors makes on names and tensors, without writing;
 // `file` names the destination in messages. Lets a multi-file save fail

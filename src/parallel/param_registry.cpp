@@ -78,6 +78,26 @@ std::vector<int64_t> local_piece_shape(const TpParam& param, int tp_size, int tp
   return shape;
 }
 
+tensor::BoxMap local_piece_map(const TpParam& param, int tp_size, int tp_rank) {
+  const std::vector<int64_t>& shape = param.spec.global_shape();
+  const tensor::Layout layout = tp_layout(param);
+  if (!layout.is_shard()) return tensor::whole_tensor_map(shape);
+  const auto dim = static_cast<size_t>(layout.dim());
+  const int parts = param.packed_parts;
+  const int64_t part = shape.at(dim) / parts;
+  const int64_t off = tensor::chunk_offset(part, tp_size, tp_rank);
+  const int64_t n = tensor::chunk_size(part, tp_size, tp_rank);
+  tensor::BoxMap map;
+  for (int k = 0; k < parts; ++k) {
+    tensor::BoxSegment s{std::vector<int64_t>(shape.size(), 0), std::vector<int64_t>(shape.size(), 0), shape};
+    s.global_offset[dim] = k * part + off;
+    s.local_offset[dim] = k * n;
+    s.shape[dim] = n;
+    map.push_back(std::move(s));
+  }
+  return map;
+}
+
 at::Tensor join_pieces(const std::vector<at::Tensor>& pieces, const TpParam& param) {
   TESSEL_CHECK(!pieces.empty(), "join_pieces needs the piece of every tp rank");
   const tensor::Layout layout = tp_layout(param);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "tensor/box_map.h"
 #include "tensor/shard_spec.h"
 
 namespace tessel::parallel {
@@ -52,6 +53,10 @@ at::Tensor local_piece(const at::Tensor& full, const TpParam& param, int tp_size
 
 // The shape of tp rank `tp_rank`'s piece (pure arithmetic, no tensor).
 std::vector<int64_t> local_piece_shape(const TpParam& param, int tp_size, int tp_rank);
+
+// Where tp rank `tp_rank`'s piece sits in the full tensor: one box, or one per
+// packed part (pure arithmetic; local_piece(full, ...) holds exactly these).
+tensor::BoxMap local_piece_map(const TpParam& param, int tp_size, int tp_rank);
 
 // The inverse of local_piece without communication: the full tensor from the
 // pieces of every tp rank (pieces[r] = local_piece(full, param, size, r)).

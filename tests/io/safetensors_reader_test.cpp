@@ -97,6 +97,47 @@ TEST(SafetensorsReader, SlicesAlongEveryDimension) {
   EXPECT_EQ(file.load_slice("halves", 0, 1, 2)[1].item<float>(), -0.25f);
 }
 
+TEST(SafetensorsReader, LoadsEveryKindOfBox) {
+  // Boxes partial in any set of dims (one contiguous run, strided runs,
+  // walks over outer dims), empty ones, and whole tensors; values checked
+  // against the formula the file was written from.
+  TempDir dir;
+  const auto file = SafetensorsFile::open(write_cube_file(dir));
+  struct Case {
+    std::vector<int64_t> offset, shape;
+  };
+  const std::vector<Case> cases = {{{0, 0, 0}, {4, 5, 6}}, {{1, 0, 0}, {2, 5, 6}}, {{1, 2, 0}, {1, 3, 6}},
+                                   {{0, 0, 2}, {4, 5, 3}}, {{1, 1, 1}, {3, 4, 5}}, {{3, 4, 5}, {1, 1, 1}},
+                                   {{0, 2, 0}, {4, 1, 6}}, {{2, 0, 0}, {0, 5, 6}}};
+  for (const auto& c : cases) {
+    const at::Tensor box = file.load_box("cube", c.offset, c.shape);
+    ASSERT_EQ(box.sizes().vec(), c.shape);
+    auto a = box.accessor<float, 3>();
+    for (int64_t i = 0; i < c.shape[0]; ++i)
+      for (int64_t j = 0; j < c.shape[1]; ++j)
+        for (int64_t k = 0; k < c.shape[2]; ++k)
+          ASSERT_EQ(a[i][j][k], cube_value(c.offset[0] + i, c.offset[1] + j, c.offset[2] + k))
+              << "box at " << c.offset[0] << "," << c.offset[1] << "," << c.offset[2];
+  }
+  // Into other dtypes and strides (the staging path): a float64 tensor, and
+  // a transposed view of one.
+  for (const auto& c : cases) {
+    const at::Tensor want = file.load_box("cube", c.offset, c.shape).to(at::kDouble);
+    at::Tensor f64 = at::empty(c.shape, at::kDouble);
+    file.read_box_into("cube", c.offset, f64);
+    EXPECT_TRUE(f64.equal(want));
+    at::Tensor backing = at::zeros({c.shape[2], c.shape[1], c.shape[0]}, at::kFloat);
+    file.read_box_into("cube", c.offset, backing.permute({2, 1, 0}));
+    EXPECT_TRUE(backing.permute({2, 1, 0}).to(at::kDouble).equal(want));
+  }
+  EXPECT_EQ(file.load_box("halves", {1}, {2})[1].item<float>(), -0.25f);
+  at::Tensor halves = at::empty({3}, at::kFloat);
+  file.read_box_into("halves", {0}, halves);
+  EXPECT_EQ(halves[2].item<float>(), -0.25f);
+  EXPECT_THROW(file.load_box("cube", {3, 0, 0}, {2, 5, 6}), Error);
+  EXPECT_THROW(file.load_box("cube", {0, 0}, {4, 5}), Error);
+}
+
 TEST(SafetensorsReader, ViewsAreCopyOnWrite) {
   TempDir dir;
   const auto path = write_cube_file(dir);
