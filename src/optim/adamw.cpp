@@ -4,11 +4,17 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
 
 namespace tessel::optim {
+
+namespace {
+// Elements per chunk of the update (1 MiB of fp32).
+constexpr int64_t kChunkElements = int64_t{1} << 18;
+}  // namespace
 
 void validate(const AdamWOptions& o) {
   auto fail = [](const std::string& what) { throw UsageError("AdamW: " + what); };
@@ -49,11 +55,27 @@ void AdamW::step() {
       s.exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Contiguous);
     }
     if (p.numel() == 0) continue;
-    p.mul_(1.0 - options_.lr * options_.weight_decay);
-    s.exp_avg.lerp_(grad, 1.0 - options_.beta1);
-    s.exp_avg_sq.mul_(options_.beta2).addcmul_(grad, grad, 1.0 - options_.beta2);
-    at::Tensor denom = (s.exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(options_.eps);
-    p.addcdiv_(s.exp_avg, denom, -step_size);
+    // In chunks of flat views: the one temporary (denom) is chunk-sized, not
+    // parameter-sized (an embedding shard can be hundreds of MB), and each
+    // chunk stays in cache across the five passes. Elementwise, so the result
+    // does not depend on the chunking.
+    const bool flat = p.is_contiguous() && grad.is_contiguous();
+    const int64_t n = p.numel();
+    const int64_t chunk = flat ? kChunkElements : n;
+    auto piece = [&](const at::Tensor& t, int64_t begin, int64_t len) {
+      return flat ? t.view({-1}).narrow(0, begin, len) : t;
+    };
+    for (int64_t begin = 0; begin < n; begin += chunk) {
+      const int64_t len = std::min(chunk, n - begin);
+      at::Tensor pc = piece(p, begin, len), gc = piece(grad, begin, len);
+      at::Tensor m = piece(s.exp_avg, begin, len), v = piece(s.exp_avg_sq, begin, len);
+      pc.mul_(1.0 - options_.lr * options_.weight_decay);
+      m.lerp_(gc, 1.0 - options_.beta1);
+      v.mul_(options_.beta2).addcmul_(gc, gc, 1.0 - options_.beta2);
+      at::Tensor denom = v.sqrt();
+      denom.div_(bias_correction2_sqrt).add_(options_.eps);
+      pc.addcdiv_(m, denom, -step_size);
+    }
   }
 }
 

@@ -2,20 +2,33 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace tessel::optim {
+
+namespace {
+// Elements converted to fp64 at a time (2 MiB).
+constexpr int64_t kChunkElements = int64_t{1} << 18;
+}  // namespace
 
 double global_grad_norm(const std::vector<GradShardSet>& sets) {
   at::NoGradGuard no_grad;
   double total = 0.0;
   for (const GradShardSet& set : sets) {
-    // Sum of squares in fp64 so that many small shards do not lose precision.
-    at::Tensor sum_sq = at::zeros({1}, at::kDouble);
+    // Sum of squares in fp64 so that many small shards do not lose
+    // precision, converted a chunk at a time: never an fp64 copy of a whole
+    // gradient (twice its size), only of one chunk.
+    double local = 0.0;
     for (const at::Tensor& g : set.grads) {
       if (!g.defined() || g.numel() == 0) continue;
-      sum_sq += g.to(at::kDouble).pow(2).sum();
+      const at::Tensor flat = g.reshape({-1});
+      for (int64_t begin = 0; begin < flat.numel(); begin += kChunkElements) {
+        const at::Tensor c = flat.narrow(0, begin, std::min(kChunkElements, flat.numel() - begin)).to(at::kDouble);
+        local += at::dot(c, c).item<double>();
+      }
     }
+    at::Tensor sum_sq = at::full({1}, local, at::kDouble);
     for (const auto& group : set.sharded_over) {
       if (group && group->size() > 1) group->all_reduce(sum_sq, dist::ReduceOp::Sum);
     }
