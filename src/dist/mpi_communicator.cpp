@@ -31,6 +31,61 @@ at::Tensor scratch_view(void* data, int64_t rows, int64_t cols, at::ScalarType d
   return at::from_blob(data, {rows, cols}, at::TensorOptions().dtype(dtype));
 }
 
+// Scratch the reductions receive into, at most (two blocks in flight).
+constexpr int64_t kReduceScratchBytes = int64_t{16} << 20;
+
+// The reduction half of reduce-scatter and all-reduce: region r of `in`
+// (offsets[r], lengths[r] elements) goes to rank r, and this rank sums the
+// regions every rank sends it into `out` (out.numel() == lengths[me]; the
+// region this rank owns is the same length on every rank, as MPI requires
+// the counts to pair up). The regions move in column blocks, each an
+// MPI_Ialltoallv into one half of a bounded scratch, the next block in
+// flight while the previous one is reduced: memory stays at
+// kReduceScratchBytes whatever the size, and the arithmetic overlaps the
+// transfer. `in` may contain `out`: a block of `out` is written only after
+// the blocks of `in` it overlaps were sent.
+void pipelined_reduce(Progress& p, MPI_Comm comm, const MpiMoveType& mt, const at::Tensor& in,
+                      const std::vector<int64_t>& offsets, const std::vector<int64_t>& lengths,
+                      const at::Tensor& out, ReduceOp op) {
+  const int group_size = static_cast<int>(offsets.size());
+  const int64_t mine = out.numel();
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  if (longest == 0) return;
+  const auto esize = static_cast<int64_t>(in.element_size());
+  const int64_t block = std::clamp<int64_t>(kReduceScratchBytes / (2 * group_size * esize), 1, longest);
+  const int64_t blocks = (longest + block - 1) / block;
+  auto* scratch = static_cast<std::byte*>(p.scratch(2 * group_size * block * esize));
+  auto* data = static_cast<std::byte*>(in.data_ptr());
+  const int units = mt.units_per_element;
+  std::vector<int> send_counts(group_size), send_displs(group_size), recv_counts(group_size),
+      recv_displs(group_size);
+  MPI_Request request = MPI_REQUEST_NULL;
+  auto mine_in = [&](int64_t b) { return std::clamp<int64_t>(mine - b * block, 0, block); };
+  auto post = [&](int64_t b) {
+    const int64_t begin = b * block;
+    for (int r = 0; r < group_size; ++r) {
+      send_counts[r] = static_cast<int>(std::clamp<int64_t>(lengths[r] - begin, 0, block) * units);
+      send_displs[r] = static_cast<int>((offsets[r] + std::min(begin, lengths[r])) * units);
+      recv_counts[r] = static_cast<int>(mine_in(b) * units);
+      recv_displs[r] = static_cast<int>(r * mine_in(b) * units);
+    }
+    MPI_Ialltoallv(data, send_counts.data(), send_displs.data(), mt.type,
+                   scratch + (b % 2) * group_size * block * esize, recv_counts.data(), recv_displs.data(), mt.type,
+                   comm, &request);
+  };
+  post(0);
+  for (int64_t b = 0; b < blocks; ++b) {
+    p.wait(request);  // block b is in; its counts arrays are free again
+    if (b + 1 < blocks) post(b + 1);
+    const int64_t len = mine_in(b);
+    if (len > 0) {
+      reduce_chunks(out.narrow(0, b * block, len),
+                    scratch_view(scratch + (b % 2) * group_size * block * esize, group_size, len, in.scalar_type()),
+                    op);
+    }
+  }
+}
+
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, int rank, std::vector<int> world_ranks,
@@ -115,14 +170,12 @@ WorkPtr MpiCommunicator::reduce_scatter_from_async(const at::Tensor& out, const 
   }
   // All-to-all moves chunk r of every rank to rank r, which then reduces the
   // `size` chunks locally: one pass of communication, one of arithmetic, and
-  // works for every dtype (MPI cannot add bf16/fp16).
+  // works for every dtype (MPI cannot add bf16/fp16). Pipelined over column
+  // blocks of the chunks (pipelined_reduce), so the scratch is bounded.
   return submit("reduce_scatter", [=](Progress& p) {
-    if (n == 0) return;
-    void* scratch = p.scratch(static_cast<int64_t>(in.nbytes()));
-    MPI_Request request;
-    MPI_Ialltoall(in.data_ptr(), count, mt.type, scratch, count, mt.type, comm, &request);
-    p.wait(request);
-    reduce_chunks(out.view(-1), scratch_view(scratch, group_size, n, in.scalar_type()), op);
+    std::vector<int64_t> offsets(group_size), lengths(group_size, n);
+    for (int r = 0; r < group_size; ++r) offsets[r] = r * n;
+    pipelined_reduce(p, comm, mt, in, offsets, lengths, out.view(-1), op);
   });
 }
 
@@ -152,30 +205,20 @@ WorkPtr MpiCommunicator::all_reduce_async(const at::Tensor& tensor, ReduceOp op)
   const int group_size = size();
   const int me = rank();
   const int64_t chunk = (numel + group_size - 1) / group_size;
-  std::vector<int> counts(group_size), displs(group_size), recv_counts(group_size),
-      recv_displs(group_size);
+  std::vector<int> counts(group_size), displs(group_size);
+  std::vector<int64_t> offsets(group_size), lengths(group_size);
   for (int j = 0; j < group_size; ++j) {
-    const int64_t c = std::clamp<int64_t>(numel - j * chunk, 0, chunk);
-    counts[j] = static_cast<int>(c * mt.units_per_element);
-    displs[j] = static_cast<int>(j * chunk * mt.units_per_element);
+    offsets[j] = j * chunk;
+    lengths[j] = std::clamp<int64_t>(numel - j * chunk, 0, chunk);
+    counts[j] = static_cast<int>(lengths[j] * mt.units_per_element);
+    displs[j] = static_cast<int>(offsets[j] * mt.units_per_element);
   }
-  for (int r = 0; r < group_size; ++r) {
-    recv_counts[r] = counts[me];
-    recv_displs[r] = r * counts[me];
-  }
-  const int64_t my_elements = std::clamp<int64_t>(numel - me * chunk, 0, chunk);
+  const int64_t my_elements = lengths[me];
   return submit("all_reduce", [=](Progress& p) {
     if (numel == 0) return;
-    void* scratch =
-        p.scratch(group_size * my_elements * static_cast<int64_t>(tensor.element_size()));
+    pipelined_reduce(p, comm, mt, tensor.view(-1), offsets, lengths,
+                     tensor.view(-1).narrow(0, std::min(me * chunk, numel), my_elements), op);
     MPI_Request request;
-    MPI_Ialltoallv(tensor.data_ptr(), counts.data(), displs.data(), mt.type, scratch,
-                   recv_counts.data(), recv_displs.data(), mt.type, comm, &request);
-    p.wait(request);
-    if (my_elements > 0) {
-      reduce_chunks(tensor.view(-1).narrow(0, me * chunk, my_elements),
-                    scratch_view(scratch, group_size, my_elements, tensor.scalar_type()), op);
-    }
     MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, tensor.data_ptr(), counts.data(),
                     displs.data(), mt.type, comm, &request);
     p.wait(request);
