@@ -22,13 +22,15 @@ void copy_out_gathered(const std::vector<FSDPParam*>& params, const at::Tensor& 
   }
 }
 
-at::Tensor pack_for_reduce_scatter(const std::vector<FSDPParam*>& params,
-                                   const std::vector<at::Tensor>& grads, int world,
-                                   int64_t local_numel, at::ScalarType dtype) {
+void pack_for_reduce_scatter(const std::vector<FSDPParam*>& params, const std::vector<at::Tensor>& grads,
+                             int world, int64_t local_numel, const at::Tensor& packed_flat) {
   at::NoGradGuard no_grad;
   TESSEL_CHECK(params.size() == grads.size(), "FSDP: {} params but {} grads", params.size(),
                grads.size());
-  at::Tensor packed = at::zeros({world, local_numel}, at::TensorOptions().dtype(dtype));
+  TESSEL_CHECK(packed_flat.numel() == world * local_numel, "FSDP: packed buffer of {} elements, expected {}",
+               packed_flat.numel(), world * local_numel);
+  at::Tensor packed = packed_flat.view({world, local_numel});
+  packed.zero_();
   for (size_t i = 0; i < params.size(); ++i) {
     const FSDPParam& p = *params[i];
     if (!grads[i].defined()) continue;
@@ -46,7 +48,6 @@ at::Tensor pack_for_reduce_scatter(const std::vector<FSDPParam*>& params,
           .copy_(rows.narrow(0, begin, count));
     }
   }
-  return packed.view({world * local_numel});
 }
 
 at::Tensor shard_view(const FSDPParam& param, const at::Tensor& local_buffer) {

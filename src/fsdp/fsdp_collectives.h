@@ -26,11 +26,10 @@ namespace tessel::fsdp {
 void copy_out_gathered(const std::vector<FSDPParam*>& params, const at::Tensor& gathered,
                        const at::Tensor& unsharded, int world, int64_t local_numel);
 
-// Full-shape gradients (undefined = zero) -> a new zero-padded rank-major
-// [W*L] buffer of `dtype`, ready for reduce_scatter_from.
-at::Tensor pack_for_reduce_scatter(const std::vector<FSDPParam*>& params,
-                                   const std::vector<at::Tensor>& grads, int world,
-                                   int64_t local_numel, at::ScalarType dtype);
+// Full-shape gradients (undefined = zero) -> `packed` [W*L] (its contents
+// are overwritten: zero padding, rank-major), ready for reduce_scatter_from.
+void pack_for_reduce_scatter(const std::vector<FSDPParam*>& params, const std::vector<at::Tensor>& grads,
+                             int world, int64_t local_numel, const at::Tensor& packed);
 
 // Parameter p's unpadded shard inside a local-layout buffer [L], shaped like
 // its sharded param.

@@ -1,6 +1,9 @@
 #include "fsdp/fsdp_common.h"
 
+#include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
+
+#include <algorithm>
 
 #include "core/error.h"
 
@@ -49,21 +52,29 @@ void free_storage(const at::Tensor& t) {
 
 bool storage_is_allocated(const at::Tensor& t) { return t.storage().nbytes() > 0; }
 
-void alloc_storage(const at::Tensor& t) {
+void alloc_storage(const at::Tensor& t, c10::Allocator* allocator) {
   c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
   const size_t bytes = static_cast<size_t>((t.storage_offset() + t.numel()) *
                                            static_cast<int64_t>(t.element_size()));
   if (impl->nbytes() >= bytes) return;
-  TESSEL_CHECK(impl->allocator() != nullptr, "FSDP: cannot allocate a storage without allocator");
-  impl->set_data_ptr_noswap(impl->allocator()->allocate(bytes));
+  if (allocator == nullptr) allocator = impl->allocator();
+  TESSEL_CHECK(allocator != nullptr, "FSDP: cannot allocate a storage without allocator");
+  impl->set_data_ptr_noswap(allocator->allocate(bytes));
   impl->set_nbytes(bytes);
 }
 
-void MemoryTracker::allocated(int64_t bytes) {
-  current_ += bytes;
-  if (current_ > peak_) peak_ = current_;
+void MemoryTracker::allocated(Buffer kind, int64_t bytes) {
+  current_[static_cast<int>(kind)] += bytes;
+  peak_ = std::max(peak_, current());
+  peak_params_ = std::max(peak_params_, current_[0]);
 }
 
-void MemoryTracker::freed(int64_t bytes) { current_ -= bytes; }
+void MemoryTracker::freed(Buffer kind, int64_t bytes) { current_[static_cast<int>(kind)] -= bytes; }
+
+at::Tensor unallocated_flat(int64_t numel, const at::TensorOptions& options) {
+  at::Tensor t = at::empty({0}, options);
+  t.unsafeGetTensorImpl()->set_sizes_contiguous({numel});
+  return t;
+}
 
 }  // namespace tessel::fsdp

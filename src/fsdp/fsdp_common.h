@@ -6,6 +6,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/TensorOptions.h>
 
 #include <cstdint>
 
@@ -25,24 +27,42 @@ const char* to_string(ShardedState state);
 // unsharded parameters, tensors autograd saved) keeps its shape and identity.
 void free_storage(const at::Tensor& t);
 // Re-allocates the storage freed by free_storage (contents undefined) with
-// room for t's elements; no-op when already allocated.
-void alloc_storage(const at::Tensor& t);
+// room for t's elements, from `allocator` (default: the storage's own);
+// no-op when already allocated.
+void alloc_storage(const at::Tensor& t, c10::Allocator* allocator = nullptr);
 bool storage_is_allocated(const at::Tensor& t);
 int64_t tensor_bytes(const at::Tensor& t);
 
-// Unsharded parameter bytes alive now (gather buffers, unsharded parameters,
-// post-forward slices) and their peak, over every group of one root.
+// What FSDP holds beyond the sharded state, over every group of one root:
+// unsharded parameters and their gather buffers (and post-forward slices),
+// and gradient buffers (packed reduce-scatter inputs, reduce outputs not yet
+// applied to the sharded .grad, full gradients kept across microbatches
+// without sync). Each kind's current bytes and the peak of their sum.
+enum class Buffer { UnshardedParams = 0, Gradients = 1 };
+
 class MemoryTracker {
  public:
-  void allocated(int64_t bytes);
-  void freed(int64_t bytes);
-  int64_t current() const { return current_; }
+  void allocated(Buffer kind, int64_t bytes);
+  void freed(Buffer kind, int64_t bytes);
+  int64_t current(Buffer kind) const { return current_[static_cast<int>(kind)]; }
+  int64_t current() const { return current_[0] + current_[1]; }
   int64_t peak() const { return peak_; }
-  void reset_peak() { peak_ = current_; }
+  // Peak of the unsharded parameters alone.
+  int64_t peak_params() const { return peak_params_; }
+  void reset_peak() {
+    peak_ = current();
+    peak_params_ = current_[0];
+  }
 
  private:
-  int64_t current_ = 0;
+  int64_t current_[2] = {0, 0};
   int64_t peak_ = 0;
+  int64_t peak_params_ = 0;
 };
+
+// A flat tensor of `numel` elements whose storage holds no memory yet (as
+// after free_storage): alloc_storage gives it some. Lets FSDP lay out
+// unsharded parameters over a buffer without ever allocating it up front.
+at::Tensor unallocated_flat(int64_t numel, const at::TensorOptions& options);
 
 }  // namespace tessel::fsdp

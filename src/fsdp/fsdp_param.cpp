@@ -8,16 +8,18 @@
 namespace tessel::fsdp {
 
 at::Tensor alias_leaf(const at::Tensor& flat, int64_t offset, at::IntArrayRef shape) {
-  at::NoGradGuard no_grad;
   TESSEL_CHECK(flat.is_contiguous() && flat.dim() == 1, "FSDP: alias_leaf needs a flat buffer");
   std::vector<int64_t> strides(shape.size(), 1);
   for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
     strides[static_cast<size_t>(d)] =
         strides[static_cast<size_t>(d) + 1] * shape[static_cast<size_t>(d) + 1];
   }
-  at::Tensor t = at::empty({0}, flat.options());
-  t.set_(flat.storage(), flat.storage_offset() + offset, shape, strides);
-  return t;
+  // A TensorImpl made directly rather than through set_(), which would grow a
+  // storage that holds no memory yet (unallocated_flat) to fit the view.
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(flat.storage()), flat.key_set(), flat.dtype());
+  impl->set_sizes_and_strides(shape, strides);
+  impl->set_storage_offset(flat.storage_offset() + offset);
+  return at::Tensor(std::move(impl));
 }
 
 FSDPParam::FSDPParam(std::string fqn, const at::Tensor& original, int shard_world, int shard_rank)
@@ -59,7 +61,9 @@ std::vector<int64_t> FSDPParam::sharded_shape() const {
 void FSDPParam::init_sharded(const at::Tensor& local_flat, const at::Tensor& original) {
   at::NoGradGuard no_grad;
   sharded_ = alias_leaf(local_flat, shard_offset_, sharded_shape());
-  if (local_rows_ > 0) {
+  // A model built on the meta device has no values yet: its shards stay zero
+  // until they are filled (train/shard_loading.h).
+  if (local_rows_ > 0 && !original.is_meta()) {
     at::Tensor full = original.detach().reshape({dim0_, row_numel_});
     sharded_.view({local_rows_, row_numel_}).copy_(full.narrow(0, dim0_offset_, local_rows_));
   }

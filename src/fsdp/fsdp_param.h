@@ -53,9 +53,10 @@ class FSDPParam {
   void set_shard_offset(int64_t offset) { shard_offset_ = offset; }
 
   // Copies this rank's chunk of `original` into `local_flat` (fp32, padding
-  // already zero) and creates the sharded param aliasing it.
+  // already zero; nothing to copy from a meta tensor) and creates the sharded
+  // param aliasing it.
   void init_sharded(const at::Tensor& local_flat, const at::Tensor& original);
-  // Creates the unsharded param aliasing `unsharded_flat` (must be allocated).
+  // Creates the unsharded param aliasing `unsharded_flat` (allocated or not).
   void init_unsharded(const at::Tensor& unsharded_flat, int world);
 
   const at::Tensor& sharded_param() const { return sharded_; }

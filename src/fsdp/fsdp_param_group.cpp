@@ -47,14 +47,24 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
   }
   at::NoGradGuard no_grad;
   local_flat_ = at::zeros({local_numel_}, at::TensorOptions().dtype(at::kFloat));
-  unsharded_flat_ = at::empty({world_ * local_numel_}, at::TensorOptions().dtype(param_dtype_));
+  // A one-rank group in fp32 computes on its shards: its padded layout is the
+  // unsharded layout (no padding over one rank), so the all-gather would be a
+  // copy of the same bytes. Otherwise the unsharded buffer gets memory only
+  // while unsharded.
+  computes_on_shards_ = world_ == 1 && param_dtype_ == at::kFloat;
+  unsharded_flat_ = computes_on_shards_
+                        ? local_flat_
+                        : unallocated_flat(world_ * local_numel_, at::TensorOptions().dtype(param_dtype_));
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i]->init_sharded(local_flat_, originals[i]);
     params_[i]->init_unsharded(unsharded_flat_, world_);
     params_[i]->sharded_param().set_requires_grad(originals[i].requires_grad());
     params_[i]->unsharded_param().set_requires_grad(originals[i].requires_grad());
   }
-  free_storage(unsharded_flat_);
+}
+
+at::Tensor FSDPParamGroup::new_buffer(int64_t numel, at::ScalarType dtype) const {
+  return pool_ ? pool_->empty(numel, dtype) : at::empty({numel}, at::TensorOptions().dtype(dtype));
 }
 
 const dist::CommunicatorPtr& FSDPParamGroup::post_forward_group() const {
@@ -62,28 +72,34 @@ const dist::CommunicatorPtr& FSDPParamGroup::post_forward_group() const {
 }
 
 void FSDPParamGroup::set_memory_tracker(std::shared_ptr<MemoryTracker> tracker) {
-  const int64_t live = memory_->current();
-  memory_->freed(live);
+  for (Buffer kind : {Buffer::UnshardedParams, Buffer::Gradients}) {
+    const int64_t live = memory_->current(kind);
+    memory_->freed(kind, live);
+    tracker->allocated(kind, live);
+  }
   memory_ = std::move(tracker);
-  memory_->allocated(live);
 }
 
 // --- unshard / reshard -------------------------------------------------------
 
 void FSDPParamGroup::unshard() {
   if (sharded_state_ == ShardedState::Unsharded || in_flight_) return;
+  if (computes_on_shards_) {
+    sharded_state_ = ShardedState::Unsharded;
+    return;
+  }
   at::NoGradGuard no_grad;
   if (sharded_state_ == ShardedState::ShardedPostForward) {
     // Re-gather the slices kept after forward straight into the unsharded buffer.
-    alloc_storage(unsharded_flat_);
-    track_alloc(unsharded_param_bytes());
+    alloc_storage(unsharded_flat_, pool_.get());
+    track_alloc(Buffer::UnshardedParams, unsharded_param_bytes());
     auto work = post_forward_comm_->all_gather_into_async(unsharded_flat_, post_forward_slice_);
     in_flight_ = InFlight{std::move(work), post_forward_slice_, unsharded_flat_, true};
     return;
   }
   at::Tensor input = param_dtype_ == at::kFloat ? local_flat_ : local_flat_.to(param_dtype_);
-  at::Tensor gathered = at::empty({world_ * local_numel_}, input.options());
-  track_alloc(tensor_bytes(gathered));
+  at::Tensor gathered = new_buffer(world_ * local_numel_, input.scalar_type());
+  track_alloc(Buffer::UnshardedParams, tensor_bytes(gathered) + cast_bytes(input));
   auto work = mesh_.shard()->all_gather_into_async(gathered, input);
   in_flight_ = InFlight{std::move(work), std::move(input), std::move(gathered), false};
 }
@@ -95,25 +111,25 @@ void FSDPParamGroup::wait_for_unshard() {
   in_flight_.reset();
   op.work->wait();
   if (op.from_post_forward_slice) {
-    track_free(tensor_bytes(post_forward_slice_));
+    track_free(Buffer::UnshardedParams, tensor_bytes(post_forward_slice_));
     post_forward_slice_ = at::Tensor();
   } else {
-    alloc_storage(unsharded_flat_);
-    track_alloc(unsharded_param_bytes());
+    alloc_storage(unsharded_flat_, pool_.get());
+    track_alloc(Buffer::UnshardedParams, unsharded_param_bytes());
     copy_out_gathered(param_ptrs_, op.output, unsharded_flat_, world_, local_numel_);
-    track_free(tensor_bytes(op.output));
+    track_free(Buffer::UnshardedParams, tensor_bytes(op.output) + cast_bytes(op.input));
   }
   sharded_state_ = ShardedState::Unsharded;
 }
 
 void FSDPParamGroup::reshard() {
   wait_for_unshard();
-  if (sharded_state_ == ShardedState::Unsharded) {
+  if (sharded_state_ == ShardedState::Unsharded && !computes_on_shards_) {
     free_storage(unsharded_flat_);
-    track_free(unsharded_param_bytes());
+    track_free(Buffer::UnshardedParams, unsharded_param_bytes());
   }
   if (post_forward_slice_.defined()) {
-    track_free(tensor_bytes(post_forward_slice_));
+    track_free(Buffer::UnshardedParams, tensor_bytes(post_forward_slice_));
     post_forward_slice_ = at::Tensor();
   }
   sharded_state_ = ShardedState::Sharded;
@@ -131,9 +147,9 @@ void FSDPParamGroup::post_forward_reshard() {
   const int64_t piece = world_ * local_numel_ / post_forward_comm_->size();
   post_forward_slice_ =
       unsharded_flat_.narrow(0, post_forward_comm_->rank() * piece, piece).clone();
-  track_alloc(tensor_bytes(post_forward_slice_));
+  track_alloc(Buffer::UnshardedParams, tensor_bytes(post_forward_slice_));
   free_storage(unsharded_flat_);
-  track_free(unsharded_param_bytes());
+  track_free(Buffer::UnshardedParams, unsharded_param_bytes());
   sharded_state_ = ShardedState::ShardedPostForward;
 }
 
@@ -170,6 +186,7 @@ void FSDPParamGroup::post_backward() {
         acc.add_(grads[i]);
       } else {
         acc = grads[i].to(reduce_dtype_, /*non_blocking=*/false, /*copy=*/true);
+        track_alloc(Buffer::Gradients, tensor_bytes(acc));
       }
     }
     reshard();
@@ -179,14 +196,31 @@ void FSDPParamGroup::post_backward() {
     at::Tensor& acc = param_ptrs_[i]->unsharded_accumulated_grad;
     if (!acc.defined()) continue;
     if (grads[i].defined()) acc.add_(grads[i]);
+    track_free(Buffer::Gradients, tensor_bytes(acc));  // now one of the grads, freed once packed
     grads[i] = acc;
     acc = at::Tensor();
   }
-  at::Tensor packed =
-      pack_for_reduce_scatter(param_ptrs_, grads, world_, local_numel_, reduce_dtype_);
-  grads.clear();
+  // The unsharded parameters are not needed any more: free them before the
+  // packed buffer is allocated, so the two never coexist.
   reshard();
-  at::Tensor output = at::empty({local_numel_}, packed.options());
+  if (world_ == 1 && !mesh_.is_hybrid()) {
+    // Over one rank the reduction is the identity: the gradients become the
+    // sharded .grad as they are, with no packed copy.
+    const int64_t divide = mesh_.gradient_divide_factor();
+    for (auto& g : grads) {
+      if (!g.defined()) continue;
+      g = g.to(at::kFloat);
+      if (divide != 1) g.div_(static_cast<double>(divide));
+    }
+    apply_to_sharded_grads(grads);
+    return;
+  }
+  at::Tensor packed = new_buffer(world_ * local_numel_, reduce_dtype_);
+  pack_for_reduce_scatter(param_ptrs_, grads, world_, local_numel_, packed);
+  grads.clear();
+  // Over one rank the reduce-scatter leaves the data where it is: reduce in place.
+  at::Tensor output = world_ == 1 ? packed : at::empty({local_numel_}, packed.options());
+  track_alloc(Buffer::Gradients, tensor_bytes(packed) + (world_ == 1 ? 0 : tensor_bytes(output)));
   auto work = mesh_.shard()->reduce_scatter_from_async(output, packed, dist::ReduceOp::Sum);
   pending_ = PendingReduce{std::move(work), std::move(packed), std::move(output), nullptr, false};
 }
@@ -196,6 +230,7 @@ void FSDPParamGroup::finish_reduce_scatter() {
   at::NoGradGuard no_grad;
   pending_->reduce_scatter->wait();
   pending_->reduce_scatter = nullptr;
+  if (world_ > 1) track_free(Buffer::Gradients, tensor_bytes(pending_->packed));
   pending_->packed = at::Tensor();
   if (!mesh_.is_hybrid()) {
     pending_->apply = true;
@@ -203,6 +238,7 @@ void FSDPParamGroup::finish_reduce_scatter() {
   }
   if (partial_reduce_output_.defined()) {
     pending_->output.add_(partial_reduce_output_);
+    track_free(Buffer::Gradients, tensor_bytes(partial_reduce_output_));
     partial_reduce_output_ = at::Tensor();
   }
   if (requires_all_reduce) {
@@ -223,18 +259,29 @@ void FSDPParamGroup::finish_all_reduce() {
   PendingReduce op = std::move(*pending_);
   pending_.reset();
   if (op.all_reduce) op.all_reduce->wait();
-  if (!op.apply) return;
+  if (!op.apply) return;  // kept as partial_reduce_output_ (still counted)
+  // The reduced buffer becomes the sharded gradients: each .grad is a view of
+  // it (no copy), or, on a later microbatch, what is added into them.
   at::Tensor reduced = op.output.to(at::kFloat);
-  reduced.div_(static_cast<double>(mesh_.gradient_divide_factor()));
-  for (FSDPParam* p : param_ptrs_) {
-    const at::Tensor& sharded = p->sharded_param();
-    if (!sharded.requires_grad()) continue;
-    at::Tensor g = shard_view(*p, reduced);
+  const int64_t divide = mesh_.gradient_divide_factor();
+  if (divide != 1) reduced.div_(static_cast<double>(divide));
+  std::vector<at::Tensor> shards;
+  for (FSDPParam* p : param_ptrs_) shards.push_back(shard_view(*p, reduced));
+  apply_to_sharded_grads(shards);
+  track_free(Buffer::Gradients, tensor_bytes(op.output));
+}
+
+void FSDPParamGroup::apply_to_sharded_grads(const std::vector<at::Tensor>& grads) {
+  for (size_t i = 0; i < param_ptrs_.size(); ++i) {
+    const at::Tensor& sharded = param_ptrs_[i]->sharded_param();
+    if (!sharded.requires_grad() || !grads[i].defined()) continue;
+    TESSEL_CHECK(grads[i].sizes() == sharded.sizes(), "FSDP: gradient of '{}' has the wrong shape",
+                 param_ptrs_[i]->fqn());
     at::Tensor& slot = sharded.mutable_grad();
     if (slot.defined()) {
-      slot.add_(g);
+      slot.add_(grads[i]);
     } else {
-      slot = g.clone(at::MemoryFormat::Contiguous);
+      slot = grads[i].contiguous();  // no copy when it already is
     }
   }
 }

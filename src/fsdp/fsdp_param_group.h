@@ -9,6 +9,14 @@
 // all-reduce (SUM) over the replicate group (HSDP), explicit division by the
 // dp size, accumulation into the sharded params' fp32 .grad. Hooks and
 // ordering live in FSDPState (fsdp_state.h).
+//
+// Memory (SPEC 4's contract): the unsharded buffer has memory only while
+// unsharded; the packed reduce-scatter input is allocated after the
+// unsharded params are freed and freed itself as soon as its reduce-scatter
+// completes; the reduced buffer becomes the sharded .grad (views, no copy).
+// A one-rank group computes on its shards (fp32: no gather, no copy) and,
+// without replicas, hands autograd's gradients to the sharded .grad as they
+// are. Everything held beyond the sharded state is counted in memory().
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,6 +27,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "fsdp/buffer_pool.h"
 #include "fsdp/fsdp_api.h"
 #include "fsdp/fsdp_common.h"
 #include "fsdp/fsdp_param.h"
@@ -28,7 +37,8 @@ namespace tessel::fsdp {
 class FSDPParamGroup {
  public:
   // `params` carry their registrations; shard offsets are assigned here. The
-  // originals are copied into the shards; the modules are not touched (see
+  // originals are copied into the shards (originals on the meta device leave
+  // them zero, to be filled later); the modules are not touched (see
   // use_sharded_params). Collective when reshard_after_forward is an int k.
   FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSDPParam>> params,
                  const std::vector<at::Tensor>& originals, FSDPMesh mesh,
@@ -69,13 +79,16 @@ class FSDPParamGroup {
   void use_sharded_params();
 
   // --- gradients ---------------------------------------------------------
+
   // Takes the unsharded params' .grad. With gradient sync: packs them (plus
   // what earlier microbatches accumulated), reshards, issues the
   // reduce-scatter (async). Without: accumulates them for a later microbatch.
   void post_backward();
   bool has_pending_reduce() const { return pending_.has_value(); }
-  // Waits for the reduce-scatter; issues the HSDP all-reduce (async) when
-  // requires_all_reduce, else keeps the partial sum for a later microbatch.
+  // Waits for the reduce-scatter and frees its packed input; issues the HSDP
+  // all-reduce (async) when requires_all_reduce, else keeps the partial sum
+  // for a later microbatch. FSDPState calls it for earlier groups at each
+  // post-backward, so reductions finish while backward still runs.
   void finish_reduce_scatter();
   // Waits for the all-reduce, divides by the dp size and accumulates into the
   // sharded params' .grad (fp32).
@@ -87,10 +100,17 @@ class FSDPParamGroup {
   // --- accounting ----------------------------------------------------------
   int64_t sharded_param_bytes() const { return tensor_bytes(local_flat_); }
   int64_t sharded_grad_bytes() const;
-  // Bytes of the unsharded parameters of this group (padded, param_dtype).
-  int64_t unsharded_param_bytes() const { return tensor_bytes(unsharded_flat_); }
+  // Bytes the unsharded parameters of this group take while unsharded
+  // (padded, param_dtype); 0 for a one-rank fp32 group, which computes on
+  // its shards.
+  int64_t unsharded_param_bytes() const { return computes_on_shards_ ? 0 : tensor_bytes(unsharded_flat_); }
+  bool computes_on_shards() const { return computes_on_shards_; }
   const std::shared_ptr<MemoryTracker>& memory() const { return memory_; }
   void set_memory_tracker(std::shared_ptr<MemoryTracker> tracker);
+  // Where the buffers every pass allocates (all-gather output, unsharded
+  // storage, packed gradients) come from; null: the CPU allocator. FSDPState
+  // gives the decoder layers' groups their root's pool.
+  void set_buffer_pool(std::shared_ptr<BufferPool> pool) { pool_ = std::move(pool); }
 
  private:
   struct InFlight {
@@ -107,8 +127,17 @@ class FSDPParamGroup {
     bool apply = false;  // whether finish_all_reduce adds it to the grads
   };
 
-  void track_alloc(int64_t bytes) { memory_->allocated(bytes); }
-  void track_free(int64_t bytes) { memory_->freed(bytes); }
+  // A flat [numel] buffer of `dtype` from the pool (or the CPU allocator).
+  at::Tensor new_buffer(int64_t numel, at::ScalarType dtype) const;
+  // Installs each gradient as its sharded param's .grad (fp32), or adds it
+  // into the .grad an earlier micro batch left. grads[i] has param i's
+  // sharded shape (undefined: nothing to add).
+  void apply_to_sharded_grads(const std::vector<at::Tensor>& grads);
+  void track_alloc(Buffer kind, int64_t bytes) { memory_->allocated(kind, bytes); }
+  void track_free(Buffer kind, int64_t bytes) { memory_->freed(kind, bytes); }
+  // Bytes of a low-precision copy of the shards made for the all-gather (0
+  // when the gather reads the fp32 shards themselves).
+  int64_t cast_bytes(const at::Tensor& input) const { return input.is_same(local_flat_) ? 0 : tensor_bytes(input); }
 
   std::string name_;
   std::vector<std::unique_ptr<FSDPParam>> params_;
@@ -123,6 +152,7 @@ class FSDPParamGroup {
 
   at::Tensor local_flat_;             // [L] fp32, the sharded params alias it
   at::Tensor unsharded_flat_;         // [W*L] param_dtype, the unsharded params alias it
+  bool computes_on_shards_ = false;   // unsharded_flat_ is local_flat_ (one rank, fp32)
   at::Tensor post_forward_slice_;     // [W*L/k] when ShardedPostForward
   at::Tensor partial_reduce_output_;  // HSDP: reduce-scattered, not yet all-reduced
 
@@ -131,6 +161,7 @@ class FSDPParamGroup {
   std::optional<InFlight> in_flight_;
   std::optional<PendingReduce> pending_;
   std::shared_ptr<MemoryTracker> memory_ = std::make_shared<MemoryTracker>();
+  std::shared_ptr<BufferPool> pool_;
 };
 
 }  // namespace tessel::fsdp

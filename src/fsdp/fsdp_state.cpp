@@ -30,14 +30,17 @@
 //                 inputs are complete, i.e. after every op of the module ran
 //                 backward; the AccumulateGrad nodes of its parameters have
 //                 the highest priority in the engine, so the unsharded .grad
-//                 are complete too = post-backward: pack the grads, reshard,
-//                 issue the reduce-scatter.
+//                 are complete too = post-backward: finish the reduce-scatters
+//                 issued earlier (frees their packed inputs, issues their HSDP
+//                 all-reduces), reshard, pack the grads, issue the
+//                 reduce-scatter. At most one packed input besides this
+//                 group's is alive at any time.
 //   final callback (Engine::queue_callback, after the whole graph): runs the
 //                 post-backward of groups no input hook reached (the root:
-//                 its inputs are token ids), waits for the reduce-scatters,
-//                 runs the HSDP all-reduces, divides, accumulates into the
-//                 sharded params' fp32 .grad, reshards everything, swaps the
-//                 sharded params back into the modules.
+//                 its inputs are token ids), waits for the remaining
+//                 reduce-scatters and the HSDP all-reduces, divides, hands the
+//                 results to the sharded params' fp32 .grad, reshards
+//                 everything, swaps the sharded params back into the modules.
 // Every rank runs the same modules in the same order, so collectives are
 // issued in the same order everywhere.
 #include "fsdp/fsdp_state.h"
@@ -169,6 +172,7 @@ void FSDPState::lazy_init() {
     if (s.get() != this) s->is_root_ = false;
     context_->states.push_back(s.get());
     if (s->group_) s->group_->set_memory_tracker(context_->memory);
+    if (s->group_ && s.get() != this) s->group_->set_buffer_pool(context_->pool);
   }
   if (group_) group_->set_keep_unsharded_after_forward();
 }
@@ -282,6 +286,11 @@ void FSDPState::pre_backward() {
 void FSDPState::post_backward() {
   if (!group_ || !needs_post_backward_) return;
   needs_post_backward_ = false;
+  // Reduce as you go: the reduce-scatters of groups whose backward ended
+  // earlier have had (at least) this group's backward to run. Finish them now,
+  // in issue order, so their packed inputs are freed and their HSDP
+  // all-reduces issued while backward goes on, before this group packs its own.
+  for (FSDPState* s : context_->reduce_order) s->group_->finish_reduce_scatter();
   group_->post_backward();
   group_->use_sharded_params();
   if (group_->has_pending_reduce()) context_->reduce_order.push_back(this);

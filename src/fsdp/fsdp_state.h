@@ -27,6 +27,9 @@ struct FSDPContext {
   bool final_callback_queued = false;
   int64_t prefetches = 0;  // all-gathers issued ahead of their group's use
   std::shared_ptr<MemoryTracker> memory = std::make_shared<MemoryTracker>();
+  // Reused buffers of the groups under the root (not the root's own: it
+  // gathers once per step and its buffers are the largest).
+  std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>();
 };
 
 class FSDPState : public std::enable_shared_from_this<FSDPState> {

@@ -158,8 +158,10 @@ FSDPMemoryStats FSDPModule::memory_stats() const {
     if (std::find(trackers.begin(), trackers.end(), t) == trackers.end()) trackers.push_back(t);
   }
   for (const MemoryTracker* t : trackers) {
-    stats.unsharded_param_bytes += t->current();
-    stats.peak_unsharded_param_bytes += t->peak();
+    stats.unsharded_param_bytes += t->current(Buffer::UnshardedParams);
+    stats.gradient_buffer_bytes += t->current(Buffer::Gradients);
+    stats.peak_unsharded_param_bytes += t->peak_params();
+    stats.peak_transient_bytes += t->peak();
   }
   return stats;
 }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
+#include "nn/embedding_lookup.h"
 
 namespace tessel::nn {
 
@@ -46,6 +47,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
   TESSEL_CHECK(num_embeddings > 0 && embedding_dim > 0,
                "Embedding sizes must be positive, got {} x {}", num_embeddings, embedding_dim);
   register_parameter("weight", at::empty({num_embeddings, embedding_dim}, options));
+  grad_anchor_ = at::empty({0}, at::TensorOptions().dtype(at::kFloat)).set_requires_grad(true);
 }
 
 Tensors Embedding::forward(const Tensors& inputs) {
@@ -53,7 +55,9 @@ Tensors Embedding::forward(const Tensors& inputs) {
   TESSEL_CHECK(inputs[0].scalar_type() == at::kLong || inputs[0].scalar_type() == at::kInt,
                "Embedding {} expects integer token ids, got {}", path(),
                c10::toString(inputs[0].scalar_type()));
-  return {at::embedding(weight(), inputs[0])};
+  const at::Tensor w = weight();
+  if (at::GradMode::is_enabled() && w.requires_grad()) return {embedding_with_inplace_grad(w, inputs[0], grad_anchor_)};
+  return {at::embedding(w, inputs[0])};
 }
 
 }  // namespace tessel::nn

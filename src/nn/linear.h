@@ -46,7 +46,12 @@ class Embedding : public Module {
   at::Tensor weight() const { return parameter("weight"); }
 
  protected:
-  Tensors forward(const Tensors& inputs) override;  // {ids [...] int64} -> {[..., dim]}
+  // {ids [...] int64} -> {[..., dim]}. With grad, the weight gradient is
+  // added into weight.grad in place (nn/embedding_lookup.h).
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  at::Tensor grad_anchor_;  // zero elements, requires grad: the lookup's autograd input
 };
 
 }  // namespace tessel::nn

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "fsdp/buffer_pool.h"
 #include "fsdp/fsdp_collectives.h"
 #include "fsdp/fsdp_parity.h"
 
@@ -39,7 +40,8 @@ TEST(FsdpCollectives, PackAndCopyOutRoundTrip) {
   pb.set_shard_offset(pa.padded_shard_numel());
   const int64_t L = pa.padded_shard_numel() + pb.padded_shard_numel();  // 4 + 2
   std::vector<FSDPParam*> ps{&pa, &pb};
-  at::Tensor packed = pack_for_reduce_scatter(ps, {a, b}, 3, L, at::kFloat);
+  at::Tensor packed = at::full({3 * L}, -7.0);  // whatever was in a reused buffer
+  pack_for_reduce_scatter(ps, {a, b}, 3, L, packed);
   // rank 2's segment: rows 4 of a (then a zero row), element 3 of b (and a zero).
   at::Tensor r2 = packed.view({3, L})[2];
   // b (4 elements, chunks 2, 2, 0) has nothing on rank 2.
@@ -48,6 +50,27 @@ TEST(FsdpCollectives, PackAndCopyOutRoundTrip) {
   copy_out_gathered(ps, packed, unsharded, 3, L);
   EXPECT_TRUE(unsharded.narrow(0, 0, 10).view({5, 2}).equal(a));
   EXPECT_TRUE(unsharded.narrow(0, 3 * 4, 4).equal(b));
+}
+
+TEST(BufferPool, ReusesFreedBlocksOfTheSameSize) {
+  BufferPool pool(/*max_free_blocks=*/2);
+  void* first = nullptr;
+  {
+    at::Tensor a = pool.empty(1000, at::kFloat);
+    first = a.data_ptr();
+    EXPECT_EQ(pool.free_bytes(), 0);
+  }
+  EXPECT_EQ(pool.free_bytes(), 4000);  // back in the pool, not freed
+  at::Tensor b = pool.empty(1000, at::kFloat);
+  EXPECT_EQ(b.data_ptr(), first);
+  EXPECT_EQ(pool.free_bytes(), 0);
+  at::Tensor c = pool.empty(500, at::kFloat);  // another size: a new block
+  EXPECT_NE(c.data_ptr(), first);
+  at::Tensor d = pool.empty(10, at::kFloat), e = pool.empty(20, at::kFloat), f = pool.empty(30, at::kFloat);
+  d = at::Tensor();
+  e = at::Tensor();
+  f = at::Tensor();
+  EXPECT_EQ(pool.free_bytes(), 4 * (20 + 30));  // at most 2 free blocks: the oldest went back to the C library
 }
 
 TEST(FullyShard, ReplacesParametersBySharedShards) {
