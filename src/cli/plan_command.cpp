@@ -127,7 +127,7 @@ void run_plan(const PlanArgs& args) {
   parallel::ResolvedPlan resolved;
   std::vector<TpRankView> views;
   try {
-    resolved = parallel::resolve_parallel_plan(par, model_config, ro);
+    resolved = parallel::resolve_parallel_plan(layout, par, model_config, ro);
     for (int r = 0; r < tp; ++r) views.push_back(apply_as_tp_rank(model_config, resolved, tp, r));
   } catch (const UsageError&) {
     throw;

@@ -16,7 +16,7 @@ const std::vector<std::string>& known_dtensor_keys() {
   static const std::vector<std::string> keys = {
       "_v2", "enabled", "tensor_parallel_size", "context_parallel_size", "expert_parallel_size",
       "dp_replicate_size", "sequence_parallel", "activation_checkpointing", "cpu_offload",
-      "custom_parallel_plan",
+      "custom_parallel_plan", "accumulate_unsharded_grads",
       // Accepted so that reference recipes load; they have no effect here.
       "env_vars", "automodel_kwargs", "lora_cfg"};
   return keys;
@@ -71,6 +71,7 @@ ParallelismConfig parallelism_from(const Config& config) {
     out.sequence_parallel = flag(*section, d, "sequence_parallel", false);
     out.activation_checkpointing = flag(*section, d, "activation_checkpointing", false);
     out.cpu_offload = flag(*section, d, "cpu_offload", false);
+    out.accumulate_unsharded_grads = flag(*section, d, "accumulate_unsharded_grads", false);
     if (const Config* lora = section->find("lora_cfg.enabled");
         lora && Decoder<bool>::decode(*lora, d + ".lora_cfg.enabled")) {
       throw UsageError(d + ".lora_cfg.enabled: LoRA is not supported by tessel; set it to false "

@@ -34,6 +34,12 @@ struct ParallelismConfig {
   bool sequence_parallel = false;
   bool activation_checkpointing = false;
   bool cpu_offload = false;
+  // Not a reference key. Gradient accumulation over micro batches: false
+  // (default) reduce-scatters every micro batch into the sharded gradients
+  // (HSDP: the replicate all-reduce on the last one only); true keeps full
+  // unsharded gradients on every rank until the last micro batch, trading
+  // DDP-sized gradient memory for fewer collectives.
+  bool accumulate_unsharded_grads = false;
   std::optional<CustomPlanSpec> custom_parallel_plan;  // null / absent -> none
   int64_t num_nodes = 1;
   int64_t gpus_per_node = 1;  // processes per node on CPU

@@ -3,34 +3,59 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <map>
+
 #include "core/error.h"
 #include "nn/linear.h"
 #include "nn/rms_norm.h"
 
 namespace tessel::models {
 
-void init_weights(CausalLM& model, uint64_t seed, double std) {
+namespace {
+
+std::string param_name(const std::string& module_path, const char* name) {
+  return module_path.empty() ? name : module_path + "." + name;
+}
+
+}  // namespace
+
+std::vector<ParamInit> init_recipe(CausalLM& model, double std) {
   TESSEL_CHECK(std > 0, "init std must be positive, got {}", std);
-  at::NoGradGuard no_grad;
-  at::Generator gen = at::detail::createCPUGenerator(seed);
-  auto cpu32 = at::TensorOptions().dtype(at::kFloat);
-  auto fill = [&](const at::Tensor& p, const at::Tensor& value) {
-    TESSEL_CHECK(!p.is_meta(), "cannot initialise a model built on the meta device");
-    p.copy_(value);
+  std::vector<ParamInit> recipe;
+  auto add = [&](const std::string& path, const char* name, const at::Tensor& t, ParamInit::Kind kind, double v) {
+    recipe.push_back(ParamInit{param_name(path, name), t.sizes().vec(), kind, v});
   };
-  for (const auto& item : nn::named_tessel_modules(model)) {
-    nn::Module* module = item.second;
+  for (const auto& [path, module] : nn::named_tessel_modules(model)) {
     if (auto* lin = dynamic_cast<nn::Linear*>(module)) {
       if (lin->is_tied()) continue;  // the embedding owns the tensor
-      at::Tensor w = lin->weight();
-      fill(w, at::normal(0.0, std, w.sizes(), gen, cpu32));
-      if (lin->bias().defined()) lin->bias().zero_();
+      add(path, "weight", lin->weight(), ParamInit::Kind::Normal, std);
+      if (lin->bias().defined()) add(path, "bias", lin->bias(), ParamInit::Kind::Constant, 0.0);
     } else if (auto* emb = dynamic_cast<nn::Embedding*>(module)) {
-      at::Tensor w = emb->weight();
-      fill(w, at::normal(0.0, std, w.sizes(), gen, cpu32));
+      add(path, "weight", emb->weight(), ParamInit::Kind::Normal, std);
     } else if (auto* norm = dynamic_cast<nn::RMSNorm*>(module)) {
-      norm->weight().fill_(norm->identity_weight());
+      add(path, "weight", norm->weight(), ParamInit::Kind::Constant, norm->identity_weight());
     }
+  }
+  return recipe;
+}
+
+InitialValues::InitialValues(uint64_t seed) : generator_(at::detail::createCPUGenerator(seed)) {}
+
+at::Tensor InitialValues::next(const ParamInit& entry) {
+  auto cpu32 = at::TensorOptions().dtype(at::kFloat);
+  if (entry.kind == ParamInit::Kind::Normal) return at::normal(0.0, entry.value, entry.shape, generator_, cpu32);
+  return at::full(entry.shape, entry.value, cpu32);
+}
+
+void init_weights(CausalLM& model, uint64_t seed, double std) {
+  at::NoGradGuard no_grad;
+  std::map<std::string, at::Tensor> params;
+  for (const auto& item : model.named_parameters()) params.emplace(item.key(), item.value());
+  InitialValues values(seed);
+  for (const ParamInit& entry : init_recipe(model, std)) {
+    const at::Tensor& p = params.at(entry.name);
+    TESSEL_CHECK(!p.is_meta(), "cannot initialise a model built on the meta device");
+    p.copy_(values.next(entry));
   }
 }
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "io/hf_checkpoint.h"
 #include "io/hf_checkpoint_writer.h"
+#include "models/init.h"
 #include "models/registry.h"
 #include "nn/format.h"
 
@@ -33,26 +34,22 @@ std::string dtype_name(at::ScalarType t) {
 
 }  // namespace
 
-void load_weights(CausalLM& model, const std::filesystem::path& dir) {
-  io::HfCheckpoint ckpt = io::HfCheckpoint::open(dir);
-  const std::string where = dir.string();
-  at::NoGradGuard no_grad;
+void check_checkpoint_tensors(const io::HfCheckpoint& ckpt,
+                              const std::vector<std::pair<std::string, std::vector<int64_t>>>& expected,
+                              const CausalLM& model) {
+  const std::string where = ckpt.dir().string();
   std::set<std::string> used;
-  for (auto& item : model.named_parameters()) {
-    const std::string& name = item.key();
-    at::Tensor& param = item.value();
+  for (const auto& [name, shape] : expected) {
     TESSEL_CHECK(ckpt.contains(name),
                  "checkpoint {} has no tensor '{}', which {} (config.json) needs; is the checkpoint "
                  "for a different architecture or size?",
                  where, name, model.config().architecture);
     const io::TensorInfo& info = ckpt.info(name);
-    if (c10::IntArrayRef(info.shape) != param.sizes()) {
+    if (info.shape != shape) {
       throw Error(fmt::format("checkpoint {}: tensor '{}' has shape {} but config.json implies {}; "
                               "the weights do not match the config",
-                              where, name, nn::shape_string(info.shape), nn::shape_string(param.sizes())));
+                              where, name, nn::shape_string(info.shape), nn::shape_string(shape)));
     }
-    TESSEL_CHECK(!param.is_meta(), "cannot load weights into a model built on the meta device");
-    param.copy_(ckpt.load(name));
     used.insert(name);
   }
   for (const auto& [alias, canonical] : model.tied_parameter_names()) used.insert(alias);
@@ -70,6 +67,18 @@ void load_weights(CausalLM& model, const std::filesystem::path& dir) {
                             "biases) against the weights",
                             where, unexpected.size(), model.config().architecture, list));
   }
+}
+
+void load_weights(CausalLM& model, const std::filesystem::path& dir) {
+  io::HfCheckpoint ckpt = io::HfCheckpoint::open(dir);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
+  for (const auto& item : model.named_parameters()) {
+    TESSEL_CHECK(!item.value().is_meta(), "cannot load weights into a model built on the meta device");
+    expected.emplace_back(item.key(), item.value().sizes().vec());
+  }
+  check_checkpoint_tensors(ckpt, expected, model);
+  at::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters()) item.value().copy_(ckpt.load(item.key()));
 }
 
 std::shared_ptr<CausalLM> load_pretrained(const std::filesystem::path& dir, const BuildOptions& options) {
@@ -92,6 +101,33 @@ void save_pretrained(const CausalLM& model, const std::filesystem::path& dir, ui
   ModelConfig config = model.config();
   if (!tensors.empty()) config.torch_dtype = dtype_name(tensors.front().second.scalar_type());
   io::save_hf_checkpoint(dir, tensors, to_config_json(config), max_shard_bytes);
+}
+
+int64_t save_initialized(const ModelConfig& config, uint64_t seed, at::ScalarType dtype,
+                         const std::filesystem::path& dir, uint64_t max_shard_bytes) {
+  BuildOptions meta;
+  meta.device = c10::Device(c10::kMeta);
+  auto model = build_model(config, meta);
+  const std::vector<ParamInit> recipe = init_recipe(*model);
+  io::NamedTensors described;
+  int64_t params = 0;
+  for (const ParamInit& entry : recipe) {
+    described.emplace_back(entry.name, at::empty(entry.shape, at::TensorOptions().dtype(dtype).device(at::kMeta)));
+    params += described.back().second.numel();
+  }
+  // Every tensor has one dtype, so the writer asks for them in recipe order,
+  // the order the generator must draw them in.
+  InitialValues values(seed);
+  size_t next = 0;
+  auto produce = [&](const std::string& name, const at::Tensor&) {
+    TESSEL_CHECK(next < recipe.size() && recipe[next].name == name,
+                 "save_initialized: tensor '{}' asked for out of initialisation order", name);
+    return values.next(recipe[next++]);
+  };
+  ModelConfig written = config;
+  written.torch_dtype = dtype_name(dtype);
+  io::save_hf_checkpoint(dir, described, to_config_json(written), max_shard_bytes, produce);
+  return params;
 }
 
 }  // namespace tessel::models

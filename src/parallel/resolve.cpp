@@ -31,10 +31,10 @@ ResolvedPlan finish(ResolvedPlan r) {
 
 }  // namespace
 
-ResolvedPlan resolve_parallel_plan(const config::ParallelismConfig& par, const models::ModelConfig& model,
-                                   const ResolveOptions& options) {
+ResolvedPlan resolve_parallel_plan(const dist::MeshLayout& mesh, const config::ParallelismConfig& par,
+                                   const models::ModelConfig& model, const ResolveOptions& options) {
   ResolvedPlan r;
-  const int64_t tp = par.tensor_parallel_size;
+  const int64_t tp = mesh.dim_size(dist::MeshDim::Tp);
   const std::string arch = model.architecture.empty() ? "<unknown architecture>" : model.architecture;
   if (tp <= 1) {
     r.log_line = par.custom_parallel_plan

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config/parallelism_config.h"
+#include "dist/mesh_layout.h"
 #include "models/model_config.h"
 #include "parallel/parallelize.h"
 #include "parallel/plan.h"
@@ -30,7 +31,10 @@ struct ResolvedPlan {
   std::string log_line;                    // what was logged
 };
 
-ResolvedPlan resolve_parallel_plan(const config::ParallelismConfig& parallelism, const models::ModelConfig& model,
-                                   const ResolveOptions& options = {});
+// The tp size comes from the mesh (the one validated authority on layout);
+// `choices` gives only what the plan depends on besides it: the custom plan,
+// sequence_parallel and the config file custom plan paths are relative to.
+ResolvedPlan resolve_parallel_plan(const dist::MeshLayout& mesh, const config::ParallelismConfig& choices,
+                                   const models::ModelConfig& model, const ResolveOptions& options = {});
 
 }  // namespace tessel::parallel

@@ -22,6 +22,8 @@
 #include "models/pretrained.h"
 #include "models/registry.h"
 #include "parallel/param_registry.h"
+#include "tensor/box_map.h"
+#include "train/shard_loading.h"
 
 namespace tessel::train {
 
@@ -227,18 +229,23 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
   world->barrier();
 
   const auto index = param_index(*model.model);
+  // Each element is written once: the replicas of HSDP (dp_replicate > 0)
+  // and the tp ranks > 0 of a parameter tp does not split hold copies.
+  const bool first_replica = mesh.coordinate("dp_replicate") == 0;
+  const bool first_tp_rank = model.tp_group->rank() == 0;
   io::NamedTensors tensors;
   json offsets = json::object();
   json shapes = json::object();
   json tp_sharded = json::object();
   for (auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) {
-    offsets[name] = sp.dim0_offset;
     shapes[name] = model.global_shape(name, sp.spec.global_shape());
     if (model.tp_sharded(name)) {
       const auto& tp = model.tp_params.at(name);
       tp_sharded[name] = {{"dim", tp.spec.placements().at(0).layout.normalized(tp.spec.global_shape().size()).dim()},
                           {"packed_parts", tp.packed_parts}};
     }
+    if (!first_replica || (!model.tp_sharded(name) && !first_tp_rank)) continue;
+    offsets[name] = sp.dim0_offset;
     tensors.emplace_back("model/" + name, sp.local.detach().contiguous());
     if (optimizer != nullptr) {
       const auto& st = optimizer->state().at(index.at(name));
@@ -255,7 +262,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
 
   if (rank == 0) {
     json meta;
-    meta["format"] = "tessel-checkpoint-1";
+    meta["format"] = "tessel-checkpoint-2";  // 2: each element in one rank file
     meta["step"] = info.step;
     meta["world_size"] = world->size();
     meta["mesh"] = mesh.layout().describe();
@@ -299,6 +306,45 @@ std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
   return best->second;
 }
 
+namespace {
+
+// Fills `dst` (this rank's shard of `name`, laid out as `dst_map`) with the
+// elements of `kind/name` the rank files hold: each file's tensor is the
+// saving rank's rows of its tp piece, so its place in the global tensor is
+// known from the file header and the metadata; only the overlaps are read.
+void fill_from_rank_files(const RankFiles& rf, const std::string& kind, const std::string& name,
+                          const std::vector<int64_t>& global_shape, const tensor::BoxMap& dst_map,
+                          const at::Tensor& dst, const fs::path& step_dir) {
+  const std::string key = kind + "/" + name;
+  const auto tp = rf.tp_sharded.find(name);
+  int64_t filled = 0;
+  for (size_t r = 0; r < rf.files.size(); ++r) {
+    const io::SafetensorsFile& file = rf.files[r];
+    if (!file.contains(key)) continue;
+    const tensor::BoxMap piece = tp != rf.tp_sharded.end()
+                                     ? parallel::local_piece_map(tp->second, rf.tp_size, rf.tp_ranks[r])
+                                     : tensor::whole_tensor_map(global_shape);
+    const auto& shape = file.info(key).shape;
+    const tensor::BoxMap src_map =
+        shape.empty() ? piece : tensor::narrow_local_rows(piece, rf.offsets[r].at(name), shape[0]);
+    for (const auto& d : dst_map) {
+      for (const auto& src : src_map) {
+        const auto o = tensor::overlap(d, src);
+        if (!o) continue;
+        file.read_box_into(key, o->src_offset, box_view(dst, o->dst_offset, o->shape));
+        filled += tensor::BoxSegment{o->global_offset, o->dst_offset, o->shape}.numel();
+      }
+    }
+  }
+  if (filled < tensor::map_numel(dst_map)) {
+    throw Error(fmt::format("checkpoint {}: the rank files hold only {} of the {} elements of '{}' this rank needs; "
+                            "a rank file is missing or was not written by this checkpoint's run",
+                            step_dir.string(), filled, tensor::map_numel(dst_map), key));
+  }
+}
+
+}  // namespace
+
 CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
                                optim::AdamW* optimizer) {
   const json meta = read_metadata(step_dir);
@@ -316,19 +362,15 @@ CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
     const auto shape = meta.at("shapes").at(name).get<std::vector<int64_t>>();
     TESSEL_CHECK(shape == model.global_shape(name, sp.spec.global_shape()), "checkpoint shape of {} differs from the model's",
                  name);
-    // The global tensor -> this rank's tp piece -> its FSDP rows.
-    auto rows = [&](const at::Tensor& full) {
-      const at::Tensor piece =
-          model.tp_sharded(name)
-              ? parallel::local_piece(full, model.tp_params.at(name), model.tp_group->size(), model.tp_group->rank())
-              : full;
-      return sp.local.dim() == 0 ? piece.reshape({}) : piece.narrow(0, sp.dim0_offset, sp.local.size(0));
-    };
-    sp.local.copy_(rows(assemble(rf, "model", name, shape)));
+    // Only the rows this rank holds (its tp piece, then its FSDP rows) are read.
+    const tensor::BoxMap dst_map = local_shard_map(model, name, sp);
+    fill_from_rank_files(rf, "model", name, shape, dst_map, sp.local, step_dir);
     if (with_optimizer) {
       auto& st = states.at(index.at(name));
-      st.exp_avg = rows(assemble(rf, "exp_avg", name, shape)).clone();
-      st.exp_avg_sq = rows(assemble(rf, "exp_avg_sq", name, shape)).clone();
+      st.exp_avg = at::zeros_like(sp.local, at::MemoryFormat::Contiguous);
+      st.exp_avg_sq = at::zeros_like(sp.local, at::MemoryFormat::Contiguous);
+      fill_from_rank_files(rf, "exp_avg", name, shape, dst_map, st.exp_avg, step_dir);
+      fill_from_rank_files(rf, "exp_avg_sq", name, shape, dst_map, st.exp_avg_sq, step_dir);
     }
   }
   if (with_optimizer) optimizer->load_state(std::move(states), meta.at("optimizer_step").get<int64_t>());

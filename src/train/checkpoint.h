@@ -1,9 +1,12 @@
 // Training checkpoints (SPEC 6): each rank writes its own shards, rank 0 one
-// metadata file, and the whole step appears atomically.
+// metadata file, and the whole step appears atomically. Every element is
+// written once: only dp_replicate coordinate 0 writes (HSDP's other replicas
+// hold copies), and a parameter tp does not split is written by tp rank 0
+// only.
 //
 // Layout of <checkpointing.checkpoint_dir>/step_<N>/:
-//   rank_<r>.safetensors  this rank's local fp32 shards: "model/<name>", and
-//                         with save_optimizer "exp_avg/<name>",
+//   rank_<r>.safetensors  this rank's local fp32 shards it writes: "model/<name>",
+//                         and with save_optimizer "exp_avg/<name>",
 //                         "exp_avg_sq/<name>"; the header metadata records
 //                         each shard's first row in this rank's tp piece
 //                         (dim0_offsets, JSON) and the rank's tp coordinate
@@ -17,9 +20,11 @@
 // a crash mid-save leaves the previous checkpoints untouched and never a
 // half-written step_<N>; the next save removes such leftovers.
 //
-// Loading reassembles each tensor from all rank files (the rows of every tp
-// piece, then the tp pieces joined) and re-slices it for the loading mesh, so
-// a checkpoint resumes on any other world size, tp or dp_replicate layout.
+// Loading reads, for each parameter, only the rows the loading rank holds:
+// the boxes of the global tensor each rank file covers (its tp piece, its
+// rows) are intersected with the loading rank's own (train/shard_loading.h),
+// so a checkpoint resumes on any other world size, tp or dp_replicate layout
+// and no rank ever assembles a full tensor.
 // Randomness: the model is initialised once and the data order is a pure
 // function of (seed, epoch, position), so the sampler position is all the
 // RNG state a resumed run needs.

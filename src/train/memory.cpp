@@ -1,19 +1,27 @@
 #include "train/memory.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "train/model_setup.h"
+
 namespace tessel::train {
 
-int64_t peak_rss_bytes() {
+namespace {
+
+// The value of a "Name:   123 kB" line of /proc/self/status, in bytes.
+int64_t status_bytes(const char* field) {
   std::ifstream in("/proc/self/status");
   std::string line;
+  const std::string prefix = std::string(field) + ":";
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    std::istringstream fields(line.substr(6));
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::istringstream fields(line.substr(prefix.size()));
     int64_t kib = 0;
     fields >> kib;
     return kib * 1024;
@@ -21,12 +29,42 @@ int64_t peak_rss_bytes() {
   return 0;
 }
 
-std::vector<int64_t> gather_peak_rss(dist::Communicator& world) {
-  const auto mine = at::full({1}, peak_rss_bytes(), at::kLong);
-  auto all = at::zeros({world.size()}, at::kLong);
-  world.all_gather_into(all, mine);
-  std::vector<int64_t> out(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + world.size());
-  return out;
+std::vector<int64_t> gather_values(dist::Communicator& world, const std::vector<int64_t>& mine) {
+  const auto n = static_cast<int64_t>(mine.size());
+  const auto local = at::tensor(mine, at::kLong);
+  auto all = at::zeros({world.size() * n}, at::kLong);
+  world.all_gather_into(all, local);
+  return std::vector<int64_t>(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel());
+}
+
+std::string gib(int64_t b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0)); }
+
+}  // namespace
+
+int64_t peak_rss_bytes() { return status_bytes("VmHWM"); }
+int64_t current_rss_bytes() { return status_bytes("VmRSS"); }
+
+std::vector<int64_t> gather_peak_rss(dist::Communicator& world) { return gather_values(world, {peak_rss_bytes()}); }
+
+MemoryReport memory_report(dist::Communicator& world) {
+  const auto all = gather_values(world, {current_rss_bytes(), peak_rss_bytes()});
+  MemoryReport r;
+  for (size_t i = 0; i + 1 < all.size(); i += 2) {
+    r.rss.push_back(all[i]);
+    r.peak_rss.push_back(all[i + 1]);
+  }
+  return r;
+}
+
+std::string setup_memory_line(const ShardedModel& model, const MemoryReport& report) {
+  const int64_t shard_bytes = model.local_param_bytes();
+  const auto [lo, hi] = std::minmax_element(report.rss.begin(), report.rss.end());
+  const int64_t peak = report.peak_rss.empty() ? 0 : *std::max_element(report.peak_rss.begin(), report.peak_rss.end());
+  return fmt::format(
+      "after load and sharding: RSS per rank {} to {} (peak so far {}); rank 0's fp32 shards {}, with gradients "
+      "and AdamW state {} (the sharded state the first step adds up to)",
+      gib(report.rss.empty() ? 0 : *lo), gib(report.rss.empty() ? 0 : *hi), gib(peak), gib(shard_bytes),
+      gib(4 * shard_bytes));
 }
 
 }  // namespace tessel::train

@@ -1,20 +1,37 @@
-// Peak memory of this process, for the per-step metrics (SPEC 6). On a CPU
-// build the meaningful number is the resident set's high-water mark (VmHWM in
-// /proc/self/status): it includes libtorch's allocator caches and MPI
+// Memory of this process, as the OS counts it, for the per-step metrics and
+// the line a run logs after setup (SPEC 6). On a CPU build the meaningful
+// numbers are the resident set (VmRSS) and its high-water mark (VmHWM) in
+// /proc/self/status: they include libtorch's allocator caches and MPI
 // buffers, which is what actually limits how large a model fits per rank.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "dist/communicator.h"
 
 namespace tessel::train {
 
-// VmHWM in bytes; 0 where /proc is unavailable.
+struct ShardedModel;
+
+// VmHWM / VmRSS in bytes; 0 where /proc is unavailable.
 int64_t peak_rss_bytes();
+int64_t current_rss_bytes();
 
 // Every rank's peak_rss_bytes(), in world-rank order (collective over `world`).
 std::vector<int64_t> gather_peak_rss(dist::Communicator& world);
+
+// Every rank's VmRSS and VmHWM now, in world-rank order (collective).
+struct MemoryReport {
+  std::vector<int64_t> rss;
+  std::vector<int64_t> peak_rss;
+};
+MemoryReport memory_report(dist::Communicator& world);
+
+// "after load and sharding: RSS per rank ... ; sharded state per rank ...":
+// what the OS measured against what the layout promises (this rank's fp32
+// shards, and with gradients and AdamW's two moments, 4x that).
+std::string setup_memory_line(const ShardedModel& model, const MemoryReport& report);
 
 }  // namespace tessel::train

@@ -48,4 +48,16 @@ void MetricsWriter::write(const ValMetrics& m) {
   out_.flush();
 }
 
+void MetricsWriter::write(const SetupMetrics& m) {
+  nlohmann::ordered_json j;
+  j["split"] = "setup";
+  j["rss_bytes"] = m.rss_bytes;
+  j["peak_rss_bytes"] = m.peak_rss_bytes;
+  j["peak_rss_bytes_max"] =
+      m.peak_rss_bytes.empty() ? 0 : *std::max_element(m.peak_rss_bytes.begin(), m.peak_rss_bytes.end());
+  j["shard_bytes"] = m.shard_bytes;
+  out_ << j.dump() << '\n';
+  out_.flush();
+}
+
 }  // namespace tessel::train

@@ -25,6 +25,14 @@ struct StepMetrics {
   std::vector<int64_t> peak_rss_bytes;  // per world rank (VmHWM)
 };
 
+// What the OS measured once the model was loaded and sharded, before the
+// first step ("split": "setup", the first record of a run).
+struct SetupMetrics {
+  std::vector<int64_t> rss_bytes;       // per world rank (VmRSS)
+  std::vector<int64_t> peak_rss_bytes;  // per world rank (VmHWM): the load phase's peak
+  int64_t shard_bytes = 0;              // rank 0's fp32 shards
+};
+
 struct ValMetrics {
   int64_t step = 0;  // optimizer steps done when validating
   double loss = 0.0;
@@ -39,6 +47,7 @@ class MetricsWriter {
   MetricsWriter(const std::filesystem::path& dir, bool append = false);
   void write(const StepMetrics& m);
   void write(const ValMetrics& m);
+  void write(const SetupMetrics& m);
   const std::filesystem::path& path() const { return path_; }
 
  private:

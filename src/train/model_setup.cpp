@@ -8,9 +8,12 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "io/hf_checkpoint.h"
 #include "models/presets.h"
 #include "fsdp/state_dict.h"
 #include "models/pretrained.h"
+#include "models/registry.h"
+#include "train/shard_loading.h"
 #include "parallel/head_split.h"
 #include "parallel/parallelize.h"
 #include "parallel/resolve.h"
@@ -21,6 +24,12 @@ namespace fs = std::filesystem;
 
 bool ShardedModel::tp_sharded(const std::string& name) const {
   return tp_params.contains(name) && parallel::is_tp_sharded(tp_params.at(name));
+}
+
+int64_t ShardedModel::local_param_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& p : params) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+  return bytes;
 }
 
 std::vector<int64_t> ShardedModel::global_shape(const std::string& name, const std::vector<int64_t>& tp_local) const {
@@ -34,6 +43,16 @@ std::vector<optim::GradShardSet> ShardedModel::grad_sets() const {
     (tp_sharded(param_names[i]) ? sharded : whole).grads.push_back(params[i].grad());
   }
   return {sharded, whole};
+}
+
+int64_t global_parameter_count(const ShardedModel& model) {
+  int64_t total = 0;
+  for (const auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) {
+    int64_t n = 1;
+    for (int64_t d : model.global_shape(name, sp.spec.global_shape())) n *= d;
+    total += n;
+  }
+  return total;
 }
 
 std::vector<std::pair<std::string, MeshParameter>> mesh_state_dict(const ShardedModel& model) {
@@ -57,8 +76,12 @@ std::vector<std::pair<std::string, MeshParameter>> mesh_state_dict(const Sharded
   return out;
 }
 
-std::shared_ptr<models::CausalLM> build_model(const TrainOptions& options) {
+ModelSource model_source(const TrainOptions& options) {
   const std::string& name = options.model_name;
+  models::BuildOptions meta;
+  meta.device = c10::Device(c10::kMeta);
+  ModelSource source;
+  source.seed = options.seed;
   std::error_code ec;
   if (fs::is_directory(name, ec)) {
     if (!fs::is_regular_file(fs::path(name) / "config.json", ec)) {
@@ -66,7 +89,16 @@ std::shared_ptr<models::CausalLM> build_model(const TrainOptions& options) {
                                    "a Hugging Face model directory)",
                                    name));
     }
-    return models::load_pretrained(name);
+    if (!fs::is_regular_file(fs::path(name) / io::kHfSafetensorsFile, ec) &&
+        !fs::is_regular_file(fs::path(name) / io::kHfSafetensorsIndexFile, ec)) {
+      throw UsageError(fmt::format("policy.model_name: directory {} has a config.json but no weights ({} or {}); "
+                                   "to train from random weights, write them first with `tessel init-model "
+                                   "--config {}/config.json NEW_DIR` and point policy.model_name at NEW_DIR",
+                                   name, io::kHfSafetensorsFile, io::kHfSafetensorsIndexFile, name));
+    }
+    source.model = models::build_model(models::load_model_config(name), meta);
+    source.weights_dir = name;
+    return source;
   }
   const auto presets = models::preset_names();
   if (std::find(presets.begin(), presets.end(), name) == presets.end()) {
@@ -74,7 +106,22 @@ std::shared_ptr<models::CausalLM> build_model(const TrainOptions& options) {
                                  "(config.json + safetensors) nor a built-in preset ({})",
                                  name, fmt::join(presets, ", ")));
   }
-  return models::create_preset_model(name, options.seed);
+  source.model = models::build_model(models::parse_model_config(models::make_preset_config(name), "preset " + name),
+                                     meta);
+  source.init = models::init_recipe(*source.model);
+  return source;
+}
+
+ShardedModel setup_model(const TrainOptions& options, const dist::DeviceMesh& mesh,
+                         const config::ParallelismConfig& parallelism) {
+  ModelSource source = model_source(options);
+  ShardedModel sharded = shard_model(source.model, mesh, options, parallelism);
+  if (source.weights_dir) {
+    load_hf_shards(sharded, *source.weights_dir);
+  } else {
+    init_shards(sharded, source.init, source.seed);
+  }
+  return sharded;
 }
 
 ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::DeviceMesh& mesh,
@@ -84,7 +131,7 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
   if (tp_group->size() > 1) {
     parallel::ResolveOptions resolve;
     resolve.vocab_parallel_loss = true;  // train_step takes vocab-sharded logits as they are
-    const auto plan = parallel::resolve_parallel_plan(parallelism, model->config(), resolve);
+    const auto plan = parallel::resolve_parallel_plan(mesh.layout(), parallelism, model->config(), resolve);
     tp_params = parallel::parallelize(*model, tp_group, plan.plan, plan.parallelize_options).params;
     parallel::check_whole_heads(model->config(), tp_params, tp_group->size());
   }
@@ -105,6 +152,8 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
   }
   ShardedModel out{model,           fsdp::fully_shard(*model, fsdp_mesh, fsdp_options), {}, {},
                    fsdp_mesh.shard(), tp_group, std::move(tp_params)};
+  out.accumulation = parallelism.accumulate_unsharded_grads ? GradAccumulation::UnshardedUntilLast
+                                                            : GradAccumulation::ReduceScatterEach;
   for (const auto& item : model->named_parameters()) {
     if (!item.value().requires_grad()) continue;
     out.params.push_back(item.value());

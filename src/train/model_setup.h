@@ -1,12 +1,15 @@
 // Building the model a run trains and laying it out over the device mesh
 // (ARCHITECTURE "One training step"): the model comes from a built-in preset
 // (initialised from the run's seed, identical on every rank) or a local
-// Hugging Face directory. With tp > 1 the resolved plan (custom > optimized >
-// HF) is applied first over the mesh's tp group, so each parameter becomes
-// its tp-local piece; then fully_shard is applied bottom-up — each decoder
+// Hugging Face directory. It is built on the meta device, so no rank ever
+// holds it whole. With tp > 1 the resolved plan (custom > optimized > HF) is
+// applied first over the mesh's tp group, so each parameter becomes its
+// tp-local piece; then fully_shard is applied bottom-up — each decoder
 // layer, then the root, which takes the embedding, final norm and lm_head —
 // over the dp_shard_cp group (dim 0 of the tp-local tensors), replicated over
-// dp_replicate (HSDP). Every rank makes the same calls in the same order.
+// dp_replicate (HSDP). Only then do the shards get values: each rank reads or
+// generates its own rows (train/shard_loading.h). Every rank makes the same
+// calls in the same order.
 //
 // World size 1 goes through the same path (a one-rank shard group) so a
 // single-process run is the very code a multi-rank run executes.
@@ -24,12 +27,25 @@
 #include "dist/device_mesh.h"
 #include "fsdp/fully_shard.h"
 #include "models/causal_lm.h"
+#include "models/init.h"
 #include "optim/grad_norm.h"
 #include "parallel/param_registry.h"
 #include "tensor/shard_spec.h"
 #include "train/train_options.h"
 
 namespace tessel::train {
+
+// How gradients of several micro batches of one step are accumulated
+// (policy.dtensor_cfg.accumulate_unsharded_grads).
+enum class GradAccumulation {
+  // Every micro batch reduce-scatters into the sharded gradients; HSDP's
+  // replicate all-reduce runs on the last one only. The default: the memory
+  // of sharded gradients at every moment.
+  ReduceScatterEach,
+  // Full unsharded gradients accumulate on every rank and are reduced after
+  // the last micro batch: fewer collectives for DDP-sized gradient memory.
+  UnshardedUntilLast,
+};
 
 struct ShardedModel {
   std::shared_ptr<models::CausalLM> model;
@@ -43,9 +59,12 @@ struct ShardedModel {
   // Each parameter's tp placement (empty registry without tensor parallelism:
   // every parameter is whole on each tp rank).
   parallel::ParamRegistry tp_params;
+  GradAccumulation accumulation = GradAccumulation::ReduceScatterEach;
 
   // Whether the plan split `name` over tp (false for whole parameters).
   bool tp_sharded(const std::string& name) const;
+  // Bytes of this rank's fp32 shards (what the optimizer updates).
+  int64_t local_param_bytes() const;
   // The unsharded shape of `name`: the tp spec's when the plan split it,
   // else `tp_local` (the shape FSDP sharded, whole on every tp rank).
   std::vector<int64_t> global_shape(const std::string& name, const std::vector<int64_t>& tp_local) const;
@@ -54,6 +73,9 @@ struct ShardedModel {
   // tp-sharded weights over dp_shard_cp and tp, the rest over dp_shard_cp.
   std::vector<optim::GradShardSet> grad_sets() const;
 };
+
+// Parameters of the whole (unsharded) model, counted from the shards' global shapes.
+int64_t global_parameter_count(const ShardedModel& model);
 
 // One parameter's place on the whole mesh (SPEC 3: one ShardSpec per
 // parameter): its global shape and the placements [tp, dp_shard_cp], nested
@@ -69,15 +91,31 @@ struct MeshParameter {
 // (fused gate||up) weight, whose tp piece is not one box of the full tensor.
 std::vector<std::pair<std::string, MeshParameter>> mesh_state_dict(const ShardedModel& model);
 
-// The unsharded model as configured (preset name or HF directory); UsageError
-// when model_name is neither, listing the presets.
-std::shared_ptr<models::CausalLM> build_model(const TrainOptions& options);
+// The model a run trains, built on the meta device (no memory), and where
+// its values come from: a Hugging Face directory, or the seeded
+// initialisation of a built-in preset.
+struct ModelSource {
+  std::shared_ptr<models::CausalLM> model;  // meta device
+  std::optional<std::string> weights_dir;   // HF directory; none: init from the recipe
+  std::vector<models::ParamInit> init;      // the preset's recipe (unsharded shapes)
+  uint64_t seed = 0;
+};
+
+// From policy.model_name (preset name or HF directory); UsageError when it is
+// neither, listing the presets. Reads config.json only.
+ModelSource model_source(const TrainOptions& options);
 
 // Applies the tensor-parallel plan (tp > 1), activation checkpointing and
 // fully_shard (decoder layers, then root) to `model` over `mesh`. Gradients
 // are SUM-reduced with no division: the trainer normalises the loss by the
-// global valid-token count itself. UsageError when no plan applies.
+// global valid-token count itself. UsageError when no plan applies. A model
+// on the meta device gets zero shards, to be filled (train/shard_loading.h).
 ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::DeviceMesh& mesh,
                          const TrainOptions& options, const config::ParallelismConfig& parallelism);
+
+// model_source + shard_model + filling the shards from the source: the
+// model of a run, never whole on any rank (SPEC 4's memory contract at load).
+ShardedModel setup_model(const TrainOptions& options, const dist::DeviceMesh& mesh,
+                         const config::ParallelismConfig& parallelism);
 
 }  // namespace tessel::train

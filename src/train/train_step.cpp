@@ -79,9 +79,12 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
   double local_loss_sum = 0.0;
   const size_t n = micro_batches.size();
   for (size_t i = 0; i < n; ++i) {
-    // Reduce (reduce-scatter, and the HSDP all-reduce) only once, after the
-    // last micro batch: earlier ones accumulate full-size local gradients.
-    model.root.set_requires_gradient_sync(i + 1 == n);
+    // Default: every micro batch reduce-scatters into the sharded gradients
+    // and only the last one runs HSDP's replicate all-reduce. Opt-in: earlier
+    // micro batches keep full-size local gradients and the last reduces them.
+    const bool last = i + 1 == n;
+    model.root.set_requires_gradient_sync(model.accumulation == GradAccumulation::ReduceScatterEach || last);
+    model.root.set_requires_all_reduce(last);
     const auto& mb = micro_batches[i];
     const at::Tensor logits = model.model->forward_logits(mb.input_ids, mb.position_ids, mb.document_ids);
     const loss::LossSum ls = loss_sum(model, logits, mb.labels);

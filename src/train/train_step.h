@@ -7,8 +7,10 @@
 // backward uses loss_sum / global_count. FSDP sums gradients over the dp
 // ranks (divide factor 1, set in model_setup), so the gradient is exactly
 // that of the mean loss over the global batch, however it was split into
-// ranks and micro batches (SPEC 6). Gradients are reduced only after the
-// last micro batch (set_requires_gradient_sync).
+// ranks and micro batches (SPEC 6). Each micro batch's backward
+// reduce-scatters into the sharded gradients, HSDP all-reduces after the last
+// only; with GradAccumulation::UnshardedUntilLast nothing is reduced before
+// the last micro batch (ShardedModel::accumulation).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -184,9 +184,10 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   const bool rank0 = mesh.world()->rank() == 0;
   const bool speak = rank0 && !run.quiet;
 
-  // Model, tokenizer and data (identical on every rank: seeded).
-  auto model = build_model(o);
-  const int64_t vocab = model->config().vocab_size;
+  // The model, built sharded: no rank ever holds it whole (model_setup.h).
+  ShardedModel sharded = setup_model(o, mesh, config::parallelism_from(config));
+  const MemoryReport after_setup = memory_report(*mesh.world());
+  const int64_t vocab = sharded.model->config().vocab_size;
   const auto tokenizer = data::load_tokenizer(o.tokenizer, vocab);
   data::Dataset train_set = load_split(o.train_data, o, *tokenizer, vocab);
   const BatchLayout collate = batch_layout(o, tokenizer->pad_id());
@@ -208,10 +209,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
 
   const int64_t total_steps =
       std::min(o.max_num_steps, o.max_num_epochs * sampler.steps_per_epoch());
-  int64_t num_params = 0;
-  for (const auto& p : model->parameters()) num_params += p.numel();
-
-  ShardedModel sharded = shard_model(model, mesh, o, config::parallelism_from(config));
+  const int64_t num_params = global_parameter_count(sharded);
   optim::AdamW optimizer(sharded.params, o.adamw);
   std::vector<StepMetrics> steps;
   std::vector<ValMetrics> validations;
@@ -220,6 +218,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     log::info("model {} ({} parameters), tokenizer {}", o.model_name, num_params,
               tokenizer->describe());
     log::info("mesh {}; dp size {}", mesh.layout().describe(), mesh.layout().dp_size());
+    log::info("{}", setup_memory_line(sharded, after_setup));
     log::info("data '{}': {} examples, {} steps per epoch; global batch {} = micro batch {} x "
               "accumulation {} x dp {}; training {} steps",
               o.train_data.name, train_set.size(), sampler.steps_per_epoch(),
@@ -248,6 +247,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   std::unique_ptr<Progress> progress;
   if (rank0 && run.write_logs) {
     metrics = std::make_unique<MetricsWriter>(o.log_dir, /*append=*/start_step > 0);
+    metrics->write(SetupMetrics{after_setup.rss, after_setup.peak_rss, sharded.local_param_bytes()});
     io::write_file_atomically(fs::path(o.log_dir) / "config.yaml", config.to_yaml());
   }
   if (speak) {

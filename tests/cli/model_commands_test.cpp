@@ -135,6 +135,42 @@ TEST(ModelCommands, InitModelWritesAPresetThatReadsBack) {
   EXPECT_TRUE(json::parse(single.output)["loss"].is_null());
 }
 
+TEST(ModelCommands, InitModelFromAConfigJsonWritesTheSameWeights) {
+  // --config takes any config.json: the preset's own gives the preset's
+  // weights (same draws, parameter by parameter), in the dtype asked for.
+  TempDir tmp;
+  const auto preset_dir = tmp.path() / "preset";
+  ASSERT_EQ(run_tessel("init-model tiny-llama '" + preset_dir.string() + "' --seed 4").exit_code, 0);
+  const auto from_config = tmp.path() / "from_config";
+  Result init = run_tessel("init-model --config '" + (preset_dir / "config.json").string() + "' '" +
+                           from_config.string() + "' --seed 4");
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+  EXPECT_THAT(init.output, HasSubstr("parameters"));
+  const std::string tail = " --tokens 3,10,17,200 --json";
+  Result a = run_tessel("logits '" + preset_dir.string() + "'" + tail, false);
+  Result b = run_tessel("logits '" + from_config.string() + "'" + tail, false);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_EQ(a.output, b.output);
+
+  const auto bf16 = tmp.path() / "bf16";
+  ASSERT_EQ(run_tessel("init-model --config '" + (preset_dir / "config.json").string() + "' '" + bf16.string() +
+                       "' --seed 4 --dtype bfloat16")
+                .exit_code,
+            0);
+  std::ifstream cfg_in(bf16 / "config.json");
+  EXPECT_EQ(json::parse(cfg_in)["torch_dtype"], "bfloat16");
+  EXPECT_LT(std::filesystem::file_size(bf16 / "model.safetensors"),
+            std::filesystem::file_size(preset_dir / "model.safetensors") * 6 / 10);
+
+  Result bad_dtype = run_tessel("init-model tiny-llama '" + (tmp.path() / "y").string() + "' --dtype int8");
+  EXPECT_EQ(bad_dtype.exit_code, 2) << bad_dtype.output;
+  EXPECT_THAT(bad_dtype.output, HasSubstr("--dtype"));
+  Result neither = run_tessel("init-model '" + (tmp.path() / "z").string() + "' --config " +
+                              (tmp.path() / "missing" / "config.json").string());
+  EXPECT_EQ(neither.exit_code, 2) << neither.output;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "z"));
+}
+
 TEST(ModelCommands, UnknownPresetExits2ListingTheKnownOnes) {
   TempDir tmp;
   Result r = run_tessel("init-model tiny-nonsense '" + (tmp.path() / "x").string() + "'");

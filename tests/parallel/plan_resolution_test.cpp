@@ -102,10 +102,20 @@ config::ParallelismConfig tp(int64_t size, bool sp = false) {
   return p;
 }
 
+// A mesh of just the tp group the choices ask for: the plan takes its tp size
+// from the mesh, never from the config.
+ResolvedPlan resolve_for(const config::ParallelismConfig& par, const models::ModelConfig& model,
+                         const ResolveOptions& options = {}) {
+  dist::MeshSizes sizes;
+  sizes.world_size = static_cast<int>(par.tensor_parallel_size);
+  sizes.tp = static_cast<int>(par.tensor_parallel_size);
+  return resolve_parallel_plan(dist::MeshLayout(sizes), par, model, options);
+}
+
 TEST(Resolve, TpOneIgnoresCustomPlan) {
   auto par = tp(1);
   par.custom_parallel_plan = config::CustomPlanSpec{"does.not.exist", std::nullopt};
-  ResolvedPlan r = resolve_parallel_plan(par, config_with("LlamaForCausalLM"));
+  ResolvedPlan r = resolve_for(par, config_with("LlamaForCausalLM"));
   EXPECT_EQ(r.source, PlanSource::None);
   EXPECT_TRUE(r.plan.empty());
   EXPECT_NE(r.log_line.find("ignored"), std::string::npos) << r.log_line;
@@ -116,7 +126,7 @@ TEST(Resolve, CustomInlineWins) {
   config::Config inline_plan;
   inline_plan.set("lm_head", config::Config("colwise_rep"));
   par.custom_parallel_plan = config::CustomPlanSpec{"", inline_plan};
-  ResolvedPlan r = resolve_parallel_plan(par, config_with("LlamaForCausalLM"));
+  ResolvedPlan r = resolve_for(par, config_with("LlamaForCausalLM"));
   EXPECT_EQ(r.source, PlanSource::Custom);
   EXPECT_TRUE(r.parallelize_options.strict);
   EXPECT_TRUE(has_entry(r.plan, "lm_head", "colwise_rep"));
@@ -128,7 +138,7 @@ TEST(Resolve, CustomDottedPathFindsTheExampleVerbatim) {
   par.config_path = source_dir() + "/some_recipe.yaml";  // relative to the config's folder
   par.custom_parallel_plan =
       config::CustomPlanSpec{"examples.custom_parallel.custom_parallel.custom_parallel_plan", std::nullopt};
-  ResolvedPlan r = resolve_parallel_plan(par, config_with("LlamaForCausalLM"));
+  ResolvedPlan r = resolve_for(par, config_with("LlamaForCausalLM"));
   EXPECT_EQ(r.source, PlanSource::Custom);
   EXPECT_TRUE(has_entry(r.plan, "model.layers.*.self_attn.q_proj", "colwise"));
   EXPECT_NE(r.log_line.find("custom_parallel.yaml"), std::string::npos) << r.log_line;
@@ -139,18 +149,18 @@ TEST(Resolve, CustomFileColonKeyAndErrors) {
   par.config_path = source_dir() + "/x.yaml";
   par.custom_parallel_plan = config::CustomPlanSpec{"examples/custom_parallel/custom_parallel.yaml:custom_parallel_plan",
                                                     std::nullopt};
-  EXPECT_EQ(resolve_parallel_plan(par, config_with("LlamaForCausalLM")).source, PlanSource::Custom);
+  EXPECT_EQ(resolve_for(par, config_with("LlamaForCausalLM")).source, PlanSource::Custom);
 
   par.custom_parallel_plan = config::CustomPlanSpec{"examples/custom_parallel/custom_parallel.yaml:nope", std::nullopt};
   try {
-    resolve_parallel_plan(par, config_with("LlamaForCausalLM"));
+    resolve_for(par, config_with("LlamaForCausalLM"));
     FAIL() << "expected UsageError";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("custom_parallel_plan"), std::string::npos) << e.what();
   }
   par.custom_parallel_plan = config::CustomPlanSpec{"no.such.plan_file.name", std::nullopt};
   try {
-    resolve_parallel_plan(par, config_with("LlamaForCausalLM"));
+    resolve_for(par, config_with("LlamaForCausalLM"));
     FAIL() << "expected UsageError";
   } catch (const UsageError& e) {
     const std::string msg = e.what();
@@ -166,7 +176,7 @@ TEST(Resolve, CustomPlanFromTessePlanPath) {
   setenv("TESSEL_PLAN_PATH", ("/nonexistent:" + dir.string()).c_str(), 1);
   auto par = tp(2);
   par.custom_parallel_plan = config::CustomPlanSpec{"plans.mine.tp", std::nullopt};
-  ResolvedPlan r = resolve_parallel_plan(par, config_with("LlamaForCausalLM"));
+  ResolvedPlan r = resolve_for(par, config_with("LlamaForCausalLM"));
   unsetenv("TESSEL_PLAN_PATH");
   EXPECT_TRUE(has_entry(r.plan, "lm_head", "colwise"));
   fs::remove_all(dir);
@@ -177,20 +187,20 @@ TEST(Resolve, CustomPluginLibrary) {
   if (binary_dir().empty() || !fs::exists(lib)) GTEST_SKIP() << "plugin not built at " << lib;
   auto par = tp(2);
   par.custom_parallel_plan = config::CustomPlanSpec{lib + ":llama_tp_plan", std::nullopt};
-  ResolvedPlan r = resolve_parallel_plan(par, config_with("LlamaForCausalLM"));
+  ResolvedPlan r = resolve_for(par, config_with("LlamaForCausalLM"));
   EXPECT_EQ(r.source, PlanSource::Custom);
   EXPECT_TRUE(has_entry(r.plan, "model.embed_tokens", "embedding_rowwise"));
   EXPECT_TRUE(has_entry(r.plan, "model.layers.*.mlp.down_proj", "rowwise"));
 
   par.custom_parallel_plan = config::CustomPlanSpec{lib + ":missing_symbol", std::nullopt};
-  EXPECT_THROW(resolve_parallel_plan(par, config_with("LlamaForCausalLM")), UsageError);
+  EXPECT_THROW(resolve_for(par, config_with("LlamaForCausalLM")), UsageError);
 }
 
 TEST(Resolve, OptimizedWhenRegistered) {
   for (bool sp : {false, true}) {
     for (const char* arch : {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                              "Gemma3ForCausalLM"}) {
-      ResolvedPlan r = resolve_parallel_plan(tp(2, sp), config_with(arch));
+      ResolvedPlan r = resolve_for(tp(2, sp), config_with(arch));
       EXPECT_EQ(r.source, PlanSource::Optimized) << arch;
       EXPECT_FALSE(r.plan.empty());
       EXPECT_NE(r.log_line.find("optimized"), std::string::npos);
@@ -200,7 +210,7 @@ TEST(Resolve, OptimizedWhenRegistered) {
 
 TEST(Resolve, OptimizedBuilderFailureFallsBackToHfWithReason) {
   // 2 kv heads cannot be split over 4 ranks: the optimized builder refuses.
-  ResolvedPlan r = resolve_parallel_plan(tp(4), config_with("LlamaForCausalLM"));
+  ResolvedPlan r = resolve_for(tp(4), config_with("LlamaForCausalLM"));
   EXPECT_EQ(r.source, PlanSource::HuggingFace);
   EXPECT_NE(r.log_line.find("failed to build"), std::string::npos) << r.log_line;
   EXPECT_NE(r.log_line.find("divisible"), std::string::npos) << r.log_line;
@@ -208,7 +218,7 @@ TEST(Resolve, OptimizedBuilderFailureFallsBackToHfWithReason) {
   register_optimized_plan("BrokenForCausalLM", [](const models::ModelConfig&, const OptimizedPlanOptions&) -> Plan {
     throw Error("builder exploded");
   });
-  ResolvedPlan b = resolve_parallel_plan(
+  ResolvedPlan b = resolve_for(
       tp(2), config_with("BrokenForCausalLM", R"(, "base_model_tp_plan": {"layers.*.mlp.up_proj": "colwise"})"));
   unregister_optimized_plan("BrokenForCausalLM");
   EXPECT_EQ(b.source, PlanSource::HuggingFace);
@@ -216,7 +226,7 @@ TEST(Resolve, OptimizedBuilderFailureFallsBackToHfWithReason) {
 }
 
 TEST(Resolve, NoOptimizedUsesConfigJsonPlan) {
-  ResolvedPlan r = resolve_parallel_plan(
+  ResolvedPlan r = resolve_for(
       tp(2), config_with("NewForCausalLM", R"(, "base_model_tp_plan": {"layers.*.mlp.up_proj": "colwise"})"));
   EXPECT_EQ(r.source, PlanSource::HuggingFace);
   EXPECT_TRUE(has_entry(r.plan, "model.layers.*.mlp.up_proj", "colwise"));
@@ -225,7 +235,7 @@ TEST(Resolve, NoOptimizedUsesConfigJsonPlan) {
 
 TEST(Resolve, NothingAppliesSuggestsTpOneOrCustom) {
   try {
-    resolve_parallel_plan(tp(2), config_with("UnknownForCausalLM"));
+    resolve_for(tp(2), config_with("UnknownForCausalLM"));
     FAIL() << "expected UsageError";
   } catch (const UsageError& e) {
     const std::string msg = e.what();

@@ -43,6 +43,10 @@ TEST_F(TrainCli, EveryLayoutMatchesOneProcessForTenSteps) {
       {"world1", "--nproc 1", 1},
       {"fsdp3", "--nproc 3", 3},
       {"hsdp2x2", "--nproc 4 policy.dtensor_cfg.dp_replicate_size=2", 4},
+      // The opt-in accumulation: full unsharded gradients until the last of
+      // the 3 micro batches (the default reduce-scatters each one).
+      {"hsdp2x2_unsharded_accumulation",
+       "--nproc 4 policy.dtensor_cfg.dp_replicate_size=2 policy.dtensor_cfg.accumulate_unsharded_grads=true", 4},
       {"tp2", "--nproc 2" + tp2, 2},
       {"tp2_sp", "--nproc 2" + tp2 + sp, 2},
       {"tp2_x_fsdp2", "--nproc 4" + tp2, 4},

@@ -16,6 +16,7 @@
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
 #include "fsdp/state_dict.h"
+#include "models/presets.h"
 #include "train/train_fixture.h"
 #include "train/trainer.h"
 
@@ -59,7 +60,15 @@ TEST_F(TrainerTest, ShortRunLearnsAndWritesLogs) {
   std::ifstream metrics(log_dir() + "/metrics.jsonl");
   std::string line;
   int train_lines = 0;
+  int setup_lines = 0;
   while (std::getline(metrics, line)) {
+    if (line.find("\"split\":\"setup\"") != std::string::npos) {
+      // What the OS measured after load and sharding, before step 1.
+      EXPECT_EQ(train_lines, 0) << "the setup record comes first";
+      ++setup_lines;
+      EXPECT_THAT(line, HasSubstr("\"rss_bytes\":["));
+      EXPECT_THAT(line, HasSubstr("\"shard_bytes\""));
+    }
     if (line.find("\"split\":\"train\"") != std::string::npos) {
       ++train_lines;
       EXPECT_THAT(line, HasSubstr("\"peak_rss_bytes\":["));
@@ -67,6 +76,7 @@ TEST_F(TrainerTest, ShortRunLearnsAndWritesLogs) {
     }
   }
   EXPECT_EQ(train_lines, 8);
+  EXPECT_EQ(setup_lines, 1);
   std::ifstream svg(log_dir() + "/loss_curve.svg");
   std::string svg_text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
   EXPECT_THAT(svg_text, HasSubstr("<polyline"));
@@ -111,6 +121,36 @@ TEST_F(TrainerTest, AccumulationMatchesOneMicroBatch) {
     ASSERT_TRUE(b.count(name)) << name;
     EXPECT_TRUE(at::allclose(t, b.at(name), 1e-4, 1e-6)) << name << " max diff "
         << (t - b.at(name)).abs().max().item<float>();
+  }
+}
+
+// Both accumulation modes train the same model: reduce-scatter every micro
+// batch (default) and full gradients until the last one (opt-in).
+TEST_F(TrainerTest, AccumulationModesAgree) {
+  const auto mesh = world_mesh();
+  TrainResult each = train(make_config({"policy.train_micro_batch_size=1"}), mesh, quiet());
+  TrainResult last = train(
+      make_config({"policy.train_micro_batch_size=1", "policy.dtensor_cfg.accumulate_unsharded_grads=true"}), mesh,
+      quiet());
+  ASSERT_EQ(each.steps.size(), last.steps.size());
+  for (size_t i = 0; i < each.steps.size(); ++i) {
+    EXPECT_NEAR(each.steps[i].loss, last.steps[i].loss, 1e-5 * std::abs(each.steps[i].loss)) << "step " << i + 1;
+  }
+  const auto a = full_params(each);
+  const auto b = full_params(last);
+  for (const auto& [name, t] : a) EXPECT_TRUE(at::allclose(t, b.at(name), 1e-4, 1e-6)) << name;
+}
+
+TEST_F(TrainerTest, ModelDirectoryWithoutWeightsIsUsageError) {
+  const auto model_dir = dir_ / "config_only";
+  std::filesystem::create_directories(model_dir);
+  std::ofstream(model_dir / "config.json") << models::make_preset_config("tiny-llama");
+  try {
+    train(make_config({"policy.model_name='" + model_dir.string() + "'"}), world_mesh(), quiet());
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("no weights"));
+    EXPECT_THAT(e.what(), HasSubstr("tessel init-model --config"));
   }
 }
 
