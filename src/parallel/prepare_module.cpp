@@ -44,17 +44,27 @@ at::Tensor redistribute_activation(const at::Tensor& x, const Layout& declared, 
   auto tag = activation_tag(x);
   const Layout from = (tag ? tag->layout : declared).normalized(x.dim());
   const Layout to = to_layout.normalized(x.dim());
-  if (from == to) return x;
+  if (from == to) {
+    // A replicated input kept distributed (use_local_output false): one
+    // all-reduce of its gradient here, in backward, and column-parallel
+    // consumers skip theirs (activation_tags.h), so q/k/v cost one
+    // all-reduce instead of three.
+    if (!to.is_replicate() || use_local_output || (tag && tag->grad_reduced_by_producer)) return x;
+    at::Tensor y = tensor::copy_to_group(x, group);
+    tag_activation(y, ActivationTag{Layout::replicate(), -1, true});
+    return y;
+  }
   std::optional<int64_t> global;
+  std::vector<int64_t> sizes;  // of a shard: asked once (an untagged shard costs a tiny all-gather)
   if (from.is_shard()) {
+    sizes = shard_sizes(x, from.dim(), group);
     int64_t n = 0;
-    for (int64_t s : shard_sizes(x, from.dim(), group)) n += s;
+    for (int64_t s : sizes) n += s;
     global = n;
   } else if (to.is_shard()) {
     global = x.size(to.dim());
   }
   if (from.is_shard() && to.is_replicate()) {
-    const auto sizes = shard_sizes(x, from.dim(), group);
     if (use_local_output) return tensor::all_gather_along(x, from.dim(), group, sizes);
     at::Tensor y = tensor::all_gather_along_reduce_grad(x, from.dim(), group, sizes);
     tag_activation(y, ActivationTag{Layout::replicate(), -1, true});

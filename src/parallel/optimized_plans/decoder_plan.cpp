@@ -36,8 +36,14 @@ Plan decoder_plan(const models::ModelConfig& c, const OptimizedPlanOptions& o, c
   if (!o.sequence_parallel) {
     auto rowwise = std::make_shared<RowwiseParallel>();
     p.add("model.embed_tokens", std::make_shared<VocabParallelEmbedding>(Layout::replicate(), Layout::replicate()));
+    // Attention's and the MLP's inputs stay distributed Replicate: their
+    // input gradients are all-reduced once each, not once per projection.
+    const Layout rep = Layout::replicate();
+    p.add(L + "self_attn", std::make_shared<PrepareModuleInput>(Layouts{rep, std::nullopt, std::nullopt},
+                                                                Layouts{rep, std::nullopt, std::nullopt}));
     add_qkv();
     p.add(L + "self_attn.o_proj", rowwise);
+    p.add(L + "mlp", std::make_shared<PrepareModuleInput>(Layouts{rep}, Layouts{rep}));
     p.add(L + "mlp.gate_proj", colwise);
     p.add(L + "mlp.up_proj", colwise);
     p.add(L + "mlp.down_proj", rowwise);

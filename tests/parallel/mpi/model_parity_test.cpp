@@ -132,6 +132,67 @@ TEST(ModelParityMpi, EveryFamilyEveryPlanAtTp2) {
   EXPECT_LT(num_activation_tags(), 64u);  // tags die with their tensors
 }
 
+// Collectives on the tp group per decoder layer in one forward and backward
+// of tiny-llama, for every plan: the difference between a 3-layer and a
+// 2-layer model of the same config, so fixed costs (embedding, lm_head, loss)
+// cancel. Hand-derived from each plan:
+// - optimized: forward all-reduces after o_proj and down_proj; backward one
+//   all-reduce of the attention input's and one of the MLP input's gradient
+//   (PrepareModuleInput keeps them distributed), not one per projection.
+// - optimized + SP: forward all-gathers of the attention and MLP inputs and
+//   reduce-scatters after o_proj and down_proj, backward their adjoints, plus
+//   the two sequence-parallel norms' weight-gradient all-reduces, plus two
+//   tiny all-gathers of the shard sizes: the norms' inputs are residual sums
+//   the model code makes, which carry no tag with the global length.
+// - HF: forward as optimized; backward an all-reduce per column-parallel
+//   projection (q, k, v, gate, up).
+struct LayerCollectives {
+  int64_t all_reduce, all_gather, reduce_scatter;
+  bool operator==(const LayerCollectives&) const = default;
+};
+LayerCollectives collectives_of(int layers, Mode mode, const dist::CommunicatorPtr& g) {
+  models::ModelConfig cfg = models::parse_model_config(models::make_preset_config("tiny-llama"), "tiny-llama");
+  cfg.num_hidden_layers = layers;
+  auto model = models::build_model(cfg);
+  models::init_weights(*model, 5);
+  Plan plan = mode == Mode::HF ? hf_plan(cfg).plan
+                               : (*find_optimized_plan(cfg.architecture))(
+                                     cfg, OptimizedPlanOptions{g->size(), mode == Mode::OptimizedSP});
+  ParallelizeOptions opts;
+  opts.vocab_parallel_head = mode != Mode::HF;
+  parallelize(*model, g, plan, opts);
+  const int64_t V = cfg.vocab_size;
+  at::Tensor ids = (at::arange(2 * 8, at::TensorOptions().dtype(at::kLong)) * 37 + 11).remainder(V).view({2, 8});
+  at::Tensor labels = loss::next_token_labels(ids, {});
+  g->reset_counters();
+  at::Tensor logits = model->forward_logits(ids);
+  loss::LossSum l = mode == Mode::HF ? loss::cross_entropy_sum(logits, labels)
+                                     : loss::vocab_parallel_cross_entropy_sum(
+                                           logits, labels, tensor::chunk_offset(V, g->size(), g->rank()), V, g);
+  l.sum.backward();
+  const auto c = g->counters();
+  using K = dist::CollectiveKind;
+  return {c.count(K::AllReduce), c.count(K::AllGather), c.count(K::ReduceScatter)};
+}
+
+TEST(ModelParityMpi, CollectivesPerLayerForEveryPlan) {
+  auto g = tp2_group();
+  if (dist::world()->size() % 2 != 0) GTEST_SKIP();
+  const std::vector<std::pair<Mode, LayerCollectives>> want = {
+      {Mode::Optimized, {2 + 2, 0, 0}},
+      {Mode::OptimizedSP, {2, 2 + 2 + 2, 2 + 2}},
+      {Mode::HF, {2 + 5, 0, 0}},
+  };
+  for (const auto& [mode, expected] : want) {
+    const LayerCollectives three = collectives_of(3, mode, g), two = collectives_of(2, mode, g);
+    const LayerCollectives per_layer{three.all_reduce - two.all_reduce, three.all_gather - two.all_gather,
+                                     three.reduce_scatter - two.reduce_scatter};
+    EXPECT_EQ(per_layer.all_reduce, expected.all_reduce) << name(mode);
+    EXPECT_EQ(per_layer.all_gather, expected.all_gather) << name(mode);
+    EXPECT_EQ(per_layer.reduce_scatter, expected.reduce_scatter) << name(mode);
+  }
+}
+
 TEST(ModelParityMpi, PackedRowsAtTp2) {
   auto g = tp2_group();
   if (dist::world()->size() % 2 != 0) GTEST_SKIP();
