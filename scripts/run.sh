@@ -7,7 +7,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-bash scripts/build.sh default
+# Only the program: the test command builds the tests and benchmarks.
+bash scripts/build.sh default tessel_bin
 source scripts/env.sh
 if (($# == 0)); then set -- train; fi
 exec build/default/bin/tessel "$@"
