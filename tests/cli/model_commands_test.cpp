@@ -22,6 +22,7 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include "support/source_tree.h"
 
 namespace {
 
@@ -33,7 +34,7 @@ using tessel::test_support::run_tessel;
 using tessel::test_support::TempDir;
 
 std::filesystem::path golden_llama() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "golden" / "llama";
+  return tessel::test_support::source_tree() / "tests" / "golden" / "llama";
 }
 
 std::string join(const std::vector<int64_t>& ids) {

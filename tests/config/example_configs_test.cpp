@@ -9,6 +9,7 @@
 #include "config/loader.h"
 #include "config/parallelism_config.h"
 #include "temp_files.h"
+#include "support/source_tree.h"
 
 namespace tessel::config {
 namespace {
@@ -17,10 +18,7 @@ using ::testing::HasSubstr;
 using test_util::usage_error_of;
 
 std::filesystem::path configs_dir() {
-  if (const char* src = std::getenv("TESSEL_SOURCE_DIR")) {
-    return std::filesystem::path(src) / "examples" / "configs";
-  }
-  return std::filesystem::path(__FILE__).parent_path() / ".." / ".." / "examples" / "configs";
+  return test_support::source_tree() / "examples" / "configs";
 }
 
 std::filesystem::path base_path() { return configs_dir() / "sft.yaml"; }

@@ -19,6 +19,7 @@
 #include "loss/cross_entropy.h"
 #include "models/pretrained.h"
 #include "optim/adamw.h"
+#include "support/source_tree.h"
 
 namespace tessel {
 namespace {
@@ -26,7 +27,7 @@ namespace {
 using nlohmann::json;
 
 std::filesystem::path golden_dir() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "golden" / "llama";
+  return test_support::source_tree() / "tests" / "golden" / "llama";
 }
 
 json read_golden() {

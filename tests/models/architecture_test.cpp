@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "models/model_config.h"
 #include "models/registry.h"
+#include "support/source_tree.h"
 
 namespace tessel::models {
 namespace {
@@ -23,7 +24,7 @@ using nlohmann::json;
 using Shapes = std::map<std::string, std::vector<int64_t>>;
 
 std::filesystem::path hf_config(const std::string& model) {
-  return std::filesystem::path(__FILE__).parent_path() / "hf_configs" / model / "config.json";
+  return test_support::source_tree() / "tests" / "models" / "hf_configs" / model / "config.json";
 }
 
 Shapes expected_shapes(const json& c) {

@@ -9,13 +9,14 @@
 
 #include "core/error.h"
 #include "models/model_config.h"
+#include "support/source_tree.h"
 
 namespace tessel::models {
 namespace {
 
 // Copies of shared/reference/hf_configs beside this file.
 std::filesystem::path hf_config_dir(const std::string& model) {
-  return std::filesystem::path(__FILE__).parent_path() / "hf_configs" / model;
+  return test_support::source_tree() / "tests" / "models" / "hf_configs" / model;
 }
 
 std::string error_of(const std::string& json_text) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "models/pretrained.h"
+#include "support/source_tree.h"
 
 namespace tessel::models {
 namespace {
@@ -21,7 +22,7 @@ namespace {
 using nlohmann::json;
 
 std::filesystem::path golden_dir(const std::string& name) {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "golden" / name;
+  return test_support::source_tree() / "tests" / "golden" / name;
 }
 
 at::Tensor to_tensor(const json& nested, at::ScalarType dtype) {

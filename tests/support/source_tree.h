@@ -1,0 +1,22 @@
+// Where the test data of the source tree is: $TESSEL_SOURCE_DIR, which ctest
+// sets (tests/CMakeLists.txt), else the tree this header was compiled from.
+// Not __FILE__ in each test: ccache's base directory (CMakeLists.txt) turns
+// __FILE__ into a path relative to the build folder, so that a fresh clone
+// elsewhere reuses the cached objects.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace tessel::test_support {
+
+inline std::filesystem::path source_tree() {
+  if (const char* dir = std::getenv("TESSEL_SOURCE_DIR"); dir != nullptr && *dir != '\0') {
+    return dir;
+  }
+  // tests/support/source_tree.h -> the root; relative to the current folder
+  // when ccache rewrote the path (run the test binary from its build folder).
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+}  // namespace tessel::test_support
