@@ -83,6 +83,15 @@ AllReduceAlgorithm resolve(AllReduceAlgorithm requested, bool native_ok, int64_t
                                      : AllReduceAlgorithm::Native;
 }
 
+bool resolve_blocking(AllReduceAlgorithm requested, int64_t bytes, int group_size) {
+  if (requested != AllReduceAlgorithm::Auto) return requested == AllReduceAlgorithm::Native;
+  // Measured (docs/bench/comm.md): the blocking MPI_Allreduce is about twice
+  // as fast as the polled MPI_Iallreduce up to 16 MiB and beats the
+  // reduce-scatter + all-gather there; at 64 MiB the latter wins 1.4-1.7x.
+  (void)group_size;
+  return bytes <= (int64_t{16} << 20);
+}
+
 ReduceScatterAlgorithm resolve(ReduceScatterAlgorithm requested, bool native_ok, int64_t bytes,
                                int group_size) {
   if (!native_ok) return ReduceScatterAlgorithm::AllToAllReduce;

@@ -37,5 +37,8 @@ AllReduceAlgorithm resolve(AllReduceAlgorithm requested, bool native_ok, int64_t
                            int group_size);
 ReduceScatterAlgorithm resolve(ReduceScatterAlgorithm requested, bool native_ok, int64_t bytes,
                                int group_size);
+// Whether an all-reduce whose caller waits at once, with nothing else in
+// flight, should be the blocking MPI_Allreduce (for a dtype MPI can reduce).
+bool resolve_blocking(AllReduceAlgorithm requested, int64_t bytes, int group_size);
 
 }  // namespace tessel::dist

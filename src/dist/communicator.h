@@ -13,12 +13,18 @@
 //   equal across ranks; callers pad (FSDP pads shards, see fsdp/).
 // - Reductions are SUM or MAX only; averaging is the caller's explicit division
 //   (SPEC 4: SUM plus division, never a backend AVG).
-// - Every rank of the group must call the same collectives in the same order.
+// - Every rank of the group must call the same collectives in the same order,
+//   each in the same form: synchronous (all_reduce) or asynchronous
+//   (all_reduce_async, even when waited at once). The MPI backend runs the
+//   synchronous form as a blocking MPI call, which MPI does not match with a
+//   nonblocking one on another rank.
 // - A collective that does not finish within timeout() ends the process with a
 //   message naming the collective and the group (a dead or hung peer must not
 //   hang the others forever).
 // - `*_async` variants return a Work handle; the tensors must stay alive and
-//   untouched until wait() returns. Ops complete in issue order per process.
+//   untouched until wait() returns. Collectives of one communicator start in
+//   issue order; those of different communicators run concurrently and may
+//   complete in any order (wait for one before feeding its output to another).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -81,19 +87,24 @@ class Communicator {
   virtual WorkPtr broadcast_async(const at::Tensor& tensor, int root) = 0;
   virtual WorkPtr barrier_async() = 0;
 
-  void all_gather_into(const at::Tensor& out, const at::Tensor& in) {
+  // The synchronous forms: the caller waits at once. A backend may take a
+  // faster path for them than for the asynchronous ones (the MPI backend runs
+  // the blocking MPI call when nothing else is in flight).
+  virtual void all_gather_into(const at::Tensor& out, const at::Tensor& in) {
     all_gather_into_async(out, in)->wait();
   }
-  void reduce_scatter_from(const at::Tensor& out, const at::Tensor& in,
-                           ReduceOp op = ReduceOp::Sum) {
+  virtual void reduce_scatter_from(const at::Tensor& out, const at::Tensor& in,
+                                   ReduceOp op = ReduceOp::Sum) {
     reduce_scatter_from_async(out, in, op)->wait();
   }
-  void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) {
+  virtual void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) {
     all_reduce_async(tensor, op)->wait();
   }
-  void all_to_all(const at::Tensor& out, const at::Tensor& in) { all_to_all_async(out, in)->wait(); }
-  void broadcast(const at::Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
-  void barrier() { barrier_async()->wait(); }
+  virtual void all_to_all(const at::Tensor& out, const at::Tensor& in) {
+    all_to_all_async(out, in)->wait();
+  }
+  virtual void broadcast(const at::Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
+  virtual void barrier() { barrier_async()->wait(); }
 
   // Sub-communicator: collective over all ranks of this group. Ranks passing
   // the same color form one group, ordered by key. `name` names the group in

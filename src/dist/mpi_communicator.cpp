@@ -44,13 +44,14 @@ constexpr int64_t kReduceScratchBytes = int64_t{16} << 20;
 // kReduceScratchBytes whatever the size, and the arithmetic overlaps the
 // transfer. `in` may contain `out`: a block of `out` is written only after
 // the blocks of `in` it overlaps were sent.
-void pipelined_reduce(Progress& p, MPI_Comm comm, const MpiMoveType& mt, const at::Tensor& in,
-                      const std::vector<int64_t>& offsets, const std::vector<int64_t>& lengths,
-                      const at::Tensor& out, ReduceOp op) {
+// `last` says the caller posts nothing after it (done_posting at the last block).
+CommJob pipelined_reduce(Progress& p, MPI_Comm comm, const MpiMoveType& mt, const at::Tensor& in,
+                         const std::vector<int64_t>& offsets, const std::vector<int64_t>& lengths,
+                         const at::Tensor& out, ReduceOp op, bool last) {
   const int group_size = static_cast<int>(offsets.size());
   const int64_t mine = out.numel();
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-  if (longest == 0) return;
+  if (longest == 0) co_return;
   const auto esize = static_cast<int64_t>(in.element_size());
   const int64_t block = std::clamp<int64_t>(kReduceScratchBytes / (2 * group_size * esize), 1, longest);
   const int64_t blocks = (longest + block - 1) / block;
@@ -72,10 +73,11 @@ void pipelined_reduce(Progress& p, MPI_Comm comm, const MpiMoveType& mt, const a
     MPI_Ialltoallv(data, send_counts.data(), send_displs.data(), mt.type,
                    scratch + (b % 2) * group_size * block * esize, recv_counts.data(), recv_displs.data(), mt.type,
                    comm, &request);
+    if (last && b + 1 == blocks) p.done_posting();
   };
   post(0);
   for (int64_t b = 0; b < blocks; ++b) {
-    p.wait(request);  // block b is in; its counts arrays are free again
+    co_await p.wait(request);  // block b is in; its counts arrays are free again
     if (b + 1 < blocks) post(b + 1);
     const int64_t len = mine_in(b);
     if (len > 0) {
@@ -90,39 +92,56 @@ void pipelined_reduce(Progress& p, MPI_Comm comm, const MpiMoveType& mt, const a
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, int rank, std::vector<int> world_ranks,
                                  const std::string& name, std::chrono::milliseconds timeout)
-    : CommunicatorBase(rank, std::move(world_ranks), name, timeout), comm_(comm) {}
+    : CommunicatorBase(rank, std::move(world_ranks), name, timeout),
+      comm_(comm),
+      lane_(ProgressEngine::new_lane()) {}
 
 MpiCommunicator::~MpiCommunicator() {
   // Freed in queue order after the collectives still using it; skipped after
   // shutdown() (MPI is finalized then).
-  CommThread& thread = CommThread::instance();
-  if (!thread.running()) return;
+  ProgressEngine& engine = ProgressEngine::instance();
+  if (!engine.running()) return;
   CommTask task;
   task.collective = "communicator free";
   task.group = name();
   task.timeout = timeout();
+  task.lane = lane_;
   MPI_Comm comm = comm_;
-  task.body = [comm](Progress&) mutable { MPI_Comm_free(&comm); };
+  task.body = [comm](Progress&) mutable -> CommJob {
+    MPI_Comm_free(&comm);
+    co_return;
+  };
   try {
-    thread.submit(std::move(task));
+    engine.submit(std::move(task));
   } catch (...) {
     // shutdown() raced with us: MPI_Finalize releases the communicator.
   }
 }
 
-WorkPtr MpiCommunicator::submit(const char* collective, std::function<void(Progress&)> body) {
+WorkPtr MpiCommunicator::submit(const char* collective, bool caller_waits,
+                                std::function<CommJob(Progress&)> body) {
   auto work = std::make_shared<AsyncWork>();
   CommTask task;
   task.collective = collective;
   task.group = name();
   task.timeout = timeout();
+  task.lane = lane_;
+  task.caller_waits = caller_waits;
   task.body = std::move(body);
   task.work = work;
-  CommThread::instance().submit(std::move(task));
+  ProgressEngine::instance().submit(std::move(task));
   return work;
 }
 
 WorkPtr MpiCommunicator::all_gather_into_async(const at::Tensor& out, const at::Tensor& in) {
+  return all_gather(out, in, false);
+}
+void MpiCommunicator::all_gather_into(const at::Tensor& out, const at::Tensor& in) {
+  all_gather(out, in, true)->wait();
+}
+
+WorkPtr MpiCommunicator::all_gather(const at::Tensor& out, const at::Tensor& in,
+                                    bool caller_waits) {
   check_all_gather(name(), size(), rank(), out, in);
   check_cpu("all_gather", name(), out, "out");
   check_cpu("all_gather", name(), in, "in");
@@ -134,17 +153,31 @@ WorkPtr MpiCommunicator::all_gather_into_async(const at::Tensor& out, const at::
                                               static_cast<const char*>(out.data_ptr()) +
                                                   static_cast<int64_t>(rank()) * in.nbytes();
   MPI_Comm comm = comm_;
-  return submit("all_gather", [=](Progress& p) {
-    if (count == 0) return;
+  return submit("all_gather", caller_waits, [=](Progress& p) -> CommJob {
+    if (count == 0) co_return;
+    void* send = in_place ? MPI_IN_PLACE : in.data_ptr();
+    if (p.may_block()) {
+      p.blocking([&] { MPI_Allgather(send, count, mt.type, out.data_ptr(), count, mt.type, comm); });
+      co_return;
+    }
     MPI_Request request;
-    MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data_ptr(), count, mt.type, out.data_ptr(), count,
-                   mt.type, comm, &request);
-    p.wait(request);
+    MPI_Iallgather(send, count, mt.type, out.data_ptr(), count, mt.type, comm, &request);
+    p.done_posting();
+    co_await p.wait(request);
   });
 }
 
 WorkPtr MpiCommunicator::reduce_scatter_from_async(const at::Tensor& out, const at::Tensor& in,
                                                    ReduceOp op) {
+  return reduce_scatter(out, in, op, false);
+}
+void MpiCommunicator::reduce_scatter_from(const at::Tensor& out, const at::Tensor& in,
+                                          ReduceOp op) {
+  reduce_scatter(out, in, op, true)->wait();
+}
+
+WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& out, const at::Tensor& in, ReduceOp op,
+                                        bool caller_waits) {
   check_reduce_scatter(name(), size(), out, in);
   check_cpu("reduce_scatter", name(), out, "out");
   check_cpu("reduce_scatter", name(), in, "in");
@@ -160,45 +193,54 @@ WorkPtr MpiCommunicator::reduce_scatter_from_async(const at::Tensor& out, const 
   const int group_size = size();
   MPI_Comm comm = comm_;
   if (algorithm == ReduceScatterAlgorithm::Native) {
-    return submit("reduce_scatter", [=](Progress& p) {
-      if (n == 0) return;
+    return submit("reduce_scatter", caller_waits, [=](Progress& p) -> CommJob {
+      if (n == 0) co_return;
+      if (p.may_block()) {
+        p.blocking([&] {
+          MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), count, reduce_type, mpi_op(op),
+                                   comm);
+        });
+        co_return;
+      }
       MPI_Request request;
       MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), count, reduce_type, mpi_op(op),
                                 comm, &request);
-      p.wait(request);
+      p.done_posting();
+      co_await p.wait(request);
     });
   }
   // All-to-all moves chunk r of every rank to rank r, which then reduces the
   // `size` chunks locally: one pass of communication, one of arithmetic, and
   // works for every dtype (MPI cannot add bf16/fp16). Pipelined over column
   // blocks of the chunks (pipelined_reduce), so the scratch is bounded.
-  return submit("reduce_scatter", [=](Progress& p) {
+  return submit("reduce_scatter", caller_waits, [=](Progress& p) -> CommJob {
     std::vector<int64_t> offsets(group_size), lengths(group_size, n);
     for (int r = 0; r < group_size; ++r) offsets[r] = r * n;
-    pipelined_reduce(p, comm, mt, in, offsets, lengths, out.view(-1), op);
+    co_await pipelined_reduce(p, comm, mt, in, offsets, lengths, out.view(-1), op, true);
   });
 }
 
 WorkPtr MpiCommunicator::all_reduce_async(const at::Tensor& tensor, ReduceOp op) {
+  return all_reduce(tensor, op, false);
+}
+void MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
+  all_reduce(tensor, op, true)->wait();
+}
+
+WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op, bool caller_waits) {
   check_all_reduce(name(), tensor);
   check_cpu("all_reduce", name(), tensor, "tensor");
   record(CollectiveKind::AllReduce, static_cast<int64_t>(tensor.nbytes()));
   const MPI_Datatype reduce_type = mpi_reduce_type(tensor.scalar_type());
-  const auto algorithm = resolve(algorithms().all_reduce, reduce_type != MPI_DATATYPE_NULL,
-                                 static_cast<int64_t>(tensor.nbytes()), size());
+  const bool native_ok = reduce_type != MPI_DATATYPE_NULL;
+  const int64_t bytes = static_cast<int64_t>(tensor.nbytes());
+  const auto algorithm = resolve(algorithms().all_reduce, native_ok, bytes, size());
+  // The choice when the engine lets the job block (docs/bench/comm.md).
+  const bool blocking_native = native_ok && resolve_blocking(algorithms().all_reduce, bytes, size());
   const int64_t numel = tensor.numel();
   const MpiMoveType mt = mpi_move_type(tensor.scalar_type());
   const int count = mpi_count(numel * mt.units_per_element, "all_reduce", name());
   MPI_Comm comm = comm_;
-  if (algorithm == AllReduceAlgorithm::Native) {
-    return submit("all_reduce", [=](Progress& p) {
-      if (numel == 0) return;
-      MPI_Request request;
-      MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduce_type, mpi_op(op), comm,
-                     &request);
-      p.wait(request);
-    });
-  }
   // Reduce-scatter + all-gather over ceil(numel / size)-element chunks (the
   // last ones shorter or empty), in place: each element is reduced once, by
   // its owner, so all ranks end bitwise equal.
@@ -214,18 +256,41 @@ WorkPtr MpiCommunicator::all_reduce_async(const at::Tensor& tensor, ReduceOp op)
     displs[j] = static_cast<int>(offsets[j] * mt.units_per_element);
   }
   const int64_t my_elements = lengths[me];
-  return submit("all_reduce", [=](Progress& p) {
-    if (numel == 0) return;
-    pipelined_reduce(p, comm, mt, tensor.view(-1), offsets, lengths,
-                     tensor.view(-1).narrow(0, std::min(me * chunk, numel), my_elements), op);
+  return submit("all_reduce", caller_waits, [=](Progress& p) -> CommJob {
+    if (numel == 0) co_return;
+    if (p.may_block() && blocking_native) {
+      p.blocking([&] {
+        MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduce_type, mpi_op(op), comm);
+      });
+      co_return;
+    }
     MPI_Request request;
+    if (algorithm == AllReduceAlgorithm::Native) {
+      MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduce_type, mpi_op(op), comm,
+                     &request);
+      p.done_posting();
+      co_await p.wait(request);
+      co_return;
+    }
+    co_await pipelined_reduce(p, comm, mt, tensor.view(-1), offsets, lengths,
+                              tensor.view(-1).narrow(0, std::min(me * chunk, numel), my_elements),
+                              op, false);
     MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, tensor.data_ptr(), counts.data(),
                     displs.data(), mt.type, comm, &request);
-    p.wait(request);
+    p.done_posting();
+    co_await p.wait(request);
   });
 }
 
 WorkPtr MpiCommunicator::all_to_all_async(const at::Tensor& out, const at::Tensor& in) {
+  return all_to_all(out, in, false);
+}
+void MpiCommunicator::all_to_all(const at::Tensor& out, const at::Tensor& in) {
+  all_to_all(out, in, true)->wait();
+}
+
+WorkPtr MpiCommunicator::all_to_all(const at::Tensor& out, const at::Tensor& in,
+                                    bool caller_waits) {
   check_all_to_all(name(), size(), out, in);
   check_cpu("all_to_all", name(), out, "out");
   check_cpu("all_to_all", name(), in, "in");
@@ -234,36 +299,61 @@ WorkPtr MpiCommunicator::all_to_all_async(const at::Tensor& out, const at::Tenso
   mpi_count(in.numel() * mt.units_per_element, "all_to_all", name());
   const int count = static_cast<int>(in.numel() / size() * mt.units_per_element);
   MPI_Comm comm = comm_;
-  return submit("all_to_all", [=](Progress& p) {
-    if (count == 0) return;
+  return submit("all_to_all", caller_waits, [=](Progress& p) -> CommJob {
+    if (count == 0) co_return;
+    if (p.may_block()) {
+      p.blocking([&] {
+        MPI_Alltoall(in.data_ptr(), count, mt.type, out.data_ptr(), count, mt.type, comm);
+      });
+      co_return;
+    }
     MPI_Request request;
     MPI_Ialltoall(in.data_ptr(), count, mt.type, out.data_ptr(), count, mt.type, comm, &request);
-    p.wait(request);
+    p.done_posting();
+    co_await p.wait(request);
   });
 }
 
 WorkPtr MpiCommunicator::broadcast_async(const at::Tensor& tensor, int root) {
+  return broadcast(tensor, root, false);
+}
+void MpiCommunicator::broadcast(const at::Tensor& tensor, int root) {
+  broadcast(tensor, root, true)->wait();
+}
+
+WorkPtr MpiCommunicator::broadcast(const at::Tensor& tensor, int root, bool caller_waits) {
   check_broadcast(name(), size(), tensor, root);
   check_cpu("broadcast", name(), tensor, "tensor");
   record(CollectiveKind::Broadcast, static_cast<int64_t>(tensor.nbytes()));
   const MpiMoveType mt = mpi_move_type(tensor.scalar_type());
   const int count = mpi_count(tensor.numel() * mt.units_per_element, "broadcast", name());
   MPI_Comm comm = comm_;
-  return submit("broadcast", [=](Progress& p) {
-    if (count == 0) return;
+  return submit("broadcast", caller_waits, [=](Progress& p) -> CommJob {
+    if (count == 0) co_return;
+    if (p.may_block()) {
+      p.blocking([&] { MPI_Bcast(tensor.data_ptr(), count, mt.type, root, comm); });
+      co_return;
+    }
     MPI_Request request;
     MPI_Ibcast(tensor.data_ptr(), count, mt.type, root, comm, &request);
-    p.wait(request);
+    p.done_posting();
+    co_await p.wait(request);
   });
 }
 
-WorkPtr MpiCommunicator::barrier_async() {
+WorkPtr MpiCommunicator::barrier_async() { return barrier(false); }
+void MpiCommunicator::barrier() { barrier(true)->wait(); }
+
+WorkPtr MpiCommunicator::barrier(bool caller_waits) {
   record(CollectiveKind::Barrier, 0);
   MPI_Comm comm = comm_;
-  return submit("barrier", [=](Progress& p) {
+  return submit("barrier", caller_waits, [=](Progress& p) -> CommJob {
+    // Never the blocking MPI_Barrier: a barrier mostly waits for late peers,
+    // and the polled form lets the engine sleep meanwhile.
     MPI_Request request;
     MPI_Ibarrier(comm, &request);
-    p.wait(request);
+    p.done_posting();
+    co_await p.wait(request);
   });
 }
 
@@ -280,12 +370,12 @@ CommunicatorPtr MpiCommunicator::split(int color, int key, const std::string& na
   // The colors and keys travel first through a nonblocking all-gather, so a
   // dead peer ends in the timeout message rather than a hang in the blocking
   // MPI_Comm_split; the gathered table also names the new group's members.
-  submit("split", [=](Progress& p) {
+  submit("split", true, [=](Progress& p) -> CommJob {
     int mine[3] = {color, key, world_rank};
     std::vector<int> all(3 * group_size);
     MPI_Request request;
     MPI_Iallgather(mine, 3, MPI_INT, all.data(), 3, MPI_INT, comm, &request);
-    p.wait(request);
+    co_await p.wait(request);
     MPI_Comm sub;
     MPI_Comm_split(comm, color, key, &sub);
     std::vector<std::pair<int, int>> members;  // (key, parent rank), MPI's order

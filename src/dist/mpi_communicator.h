@@ -1,16 +1,19 @@
 // MPI backend over CPU tensors. Each collective is validated on the calling
 // thread (errors throw there, before any communication), counted, and queued
-// on the process's communication thread (comm_thread.h), which runs it with
-// nonblocking MPI calls. Data moves straight between the caller's tensors
-// where MPI allows; reductions that need an intermediate buffer use the
-// thread's reused scratch buffer. See algorithms.h for the reduction paths.
+// on the process's progress engine (progress_engine.h) in this
+// communicator's lane, where a coroutine (comm_job.h) runs it with
+// nonblocking MPI calls, or with the blocking call when the caller waits at
+// once and the engine is otherwise idle. Data moves straight between the
+// caller's tensors where MPI allows; reductions that need an intermediate
+// buffer use the engine's reused scratch. See algorithms.h for the
+// reduction paths.
 #pragma once
 
 #include "dist/mpi_c.h"
 
 #include <functional>
 
-#include "dist/comm_thread.h"
+#include "dist/progress_engine.h"
 #include "dist/communicator_base.h"
 
 namespace tessel::dist {
@@ -33,12 +36,30 @@ class MpiCommunicator : public CommunicatorBase {
   WorkPtr broadcast_async(const at::Tensor& tensor, int root) override;
   WorkPtr barrier_async() override;
 
+  void all_gather_into(const at::Tensor& out, const at::Tensor& in) override;
+  void reduce_scatter_from(const at::Tensor& out, const at::Tensor& in, ReduceOp op) override;
+  void all_reduce(const at::Tensor& tensor, ReduceOp op) override;
+  void all_to_all(const at::Tensor& out, const at::Tensor& in) override;
+  void broadcast(const at::Tensor& tensor, int root) override;
+  void barrier() override;
+
   CommunicatorPtr split(int color, int key, const std::string& name) override;
 
  private:
-  WorkPtr submit(const char* collective, std::function<void(Progress&)> body);
+  // Each collective once; `caller_waits` is true for the synchronous form.
+  WorkPtr all_gather(const at::Tensor& out, const at::Tensor& in, bool caller_waits);
+  WorkPtr reduce_scatter(const at::Tensor& out, const at::Tensor& in, ReduceOp op,
+                         bool caller_waits);
+  WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op, bool caller_waits);
+  WorkPtr all_to_all(const at::Tensor& out, const at::Tensor& in, bool caller_waits);
+  WorkPtr broadcast(const at::Tensor& tensor, int root, bool caller_waits);
+  WorkPtr barrier(bool caller_waits);
+
+  WorkPtr submit(const char* collective, bool caller_waits,
+                 std::function<CommJob(Progress&)> body);
 
   MPI_Comm comm_;
+  uint64_t lane_;  // this communicator's lane in the progress engine
 };
 
 }  // namespace tessel::dist

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/comm_thread.h"
+#include "dist/progress_engine.h"
 #include "dist/communicator.h"
 #include "dist/mpi_communicator.h"
 #include "dist/single_process_communicator.h"
@@ -30,7 +30,7 @@ struct WorldState {
 };
 
 WorldState& state() {
-  static auto* s = new WorldState();  // never destroyed: see CommThread::instance()
+  static auto* s = new WorldState();  // never destroyed: see ProgressEngine::instance()
   return *s;
 }
 
@@ -85,7 +85,7 @@ CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   std::vector<int> ranks(size);
   std::iota(ranks.begin(), ranks.end(), 0);
-  CommThread::instance().start(rank);
+  ProgressEngine::instance().start(rank);
   return std::make_shared<MpiCommunicator>(comm, rank, std::move(ranks), "world", timeout);
 }
 
@@ -117,7 +117,7 @@ void shutdown() {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.shut_down || !s.world) return;
   s.shut_down = true;
-  CommThread::instance().stop();  // finishes the queued collectives first
+  ProgressEngine::instance().stop();  // finishes the queued collectives first
   s.world.reset();
   if (s.mpi_initialized) {
     int finalized = 0;

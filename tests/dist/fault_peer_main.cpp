@@ -1,6 +1,8 @@
 // A small MPI program for fault_test.cpp: one rank misbehaves during an
 // all-reduce on a named group, the others must not wait forever.
 //   dist_fault_peer hang  - rank 1 sleeps instead of joining the collective
+//   dist_fault_peer hang_async - the same, the others using the asynchronous
+//                          call (the engine's polling path, not the blocking one)
 //   dist_fault_peer kill  - rank 1 dies (SIGKILL) instead of joining
 //   dist_fault_peer ok    - everyone joins (the harness's control case)
 // Exits 0 only when the all-reduce completed on this rank with the right sum.
@@ -19,7 +21,8 @@ int main(int argc, char** argv) {
   auto world = tessel::dist::world();
   auto group = world->split(0, world->rank(), "hang_group");
   const bool bad_rank = world->rank() == 1;
-  if (bad_rank && std::strcmp(mode, "hang") == 0) {
+  const bool async = std::strcmp(mode, "hang_async") == 0;
+  if (bad_rank && (std::strcmp(mode, "hang") == 0 || async)) {
     std::this_thread::sleep_for(std::chrono::seconds(120));
     return 3;
   }
@@ -27,7 +30,11 @@ int main(int argc, char** argv) {
     std::raise(SIGKILL);
   }
   at::Tensor t = at::ones({1000});
-  group->all_reduce(t);
+  if (async) {
+    group->all_reduce_async(t, tessel::dist::ReduceOp::Sum)->wait();
+  } else {
+    group->all_reduce(t);  // waits at once: the engine may run the blocking MPI call
+  }
   const bool right = t.eq(static_cast<float>(world->size())).all().item<bool>();
   std::fprintf(stderr, "fault_peer rank %d: all_reduce finished (%s)\n", world->rank(),
                right ? "correct" : "WRONG");

@@ -59,8 +59,8 @@ TEST_F(FaultTest, HealthyJobSucceeds) {
   EXPECT_NE(r.output.find("all_reduce finished (correct)"), std::string::npos) << r.output;
 }
 
-TEST_F(FaultTest, HungPeerEndsJobWithTimeoutMessage) {
-  RunResult r = run_job("hang", 3, 2);
+// The job ended by the timeout, with the message naming the collective and group.
+void expect_ended_by_timeout(const RunResult& r) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.exit_code, 124) << "the outer bound had to kill the job:\n" << r.output;
   EXPECT_NE(r.output.find("tessel: collective all_reduce on group 'hang_group (ranks 0,1,2)' "
@@ -70,6 +70,16 @@ TEST_F(FaultTest, HungPeerEndsJobWithTimeoutMessage) {
   EXPECT_NE(r.output.find("Set TESSEL_COLLECTIVE_TIMEOUT_S to change the limit."),
             std::string::npos);
   EXPECT_EQ(r.output.find("all_reduce finished"), std::string::npos) << r.output;
+}
+
+TEST_F(FaultTest, HungPeerEndsJobWithTimeoutMessage) {
+  // The synchronous form runs as the blocking MPI call, bounded by the watchdog.
+  expect_ended_by_timeout(run_job("hang", 3, 2));
+}
+
+TEST_F(FaultTest, HungPeerOnAsyncCollectiveEndsJobWithTimeoutMessage) {
+  // The asynchronous form is polled by the engine, which checks the deadline itself.
+  expect_ended_by_timeout(run_job("hang_async", 3, 2));
 }
 
 TEST_F(FaultTest, KilledPeerEndsJob) {

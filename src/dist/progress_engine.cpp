@@ -1,0 +1,252 @@
+#include "dist/progress_engine.h"
+
+#include <ATen/ATen.h>
+#include <sched.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "dist/watchdog.h"
+
+namespace tessel::dist {
+
+struct ProgressEngine::Active {
+  CommTask task;  // keeps the body (and so the job's captures) at a fixed address
+  Progress progress;
+  CommJob job;
+  bool started = false;
+};
+
+void Progress::blocking(const std::function<void()>& call) {
+  WatchdogArmed armed(*engine_->watchdog_, collective_, *group_, timeout_);
+  call();
+}
+
+void* Progress::scratch(int64_t bytes) {
+  if (!scratch_.defined() || scratch_.numel() < bytes) {
+    if (scratch_.defined()) engine_->return_scratch(std::move(scratch_));
+    scratch_ = engine_->take_scratch(bytes);
+  }
+  return scratch_.data_ptr();
+}
+
+ProgressEngine& ProgressEngine::instance() {
+  static ProgressEngine* engine = new ProgressEngine();
+  return *engine;
+}
+
+uint64_t ProgressEngine::new_lane() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ProgressEngine::start(int world_rank) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (running_) return;
+  world_rank_ = world_rank;
+  stopping_ = false;
+  running_ = true;
+  watchdog_ = std::make_unique<Watchdog>(world_rank);
+  thread_ = std::thread([this] { loop(); });
+}
+
+bool ProgressEngine::running() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return running_ && !stopping_;
+}
+
+void ProgressEngine::submit(CommTask task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TESSEL_CHECK(running_ && !stopping_,
+                 "collective {} on group '{}' issued after tessel::dist::shutdown(); issue all "
+                 "collectives before shutting the communicator down",
+                 task.collective, task.group);
+    incoming_.push_back(std::move(task));
+    pending_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_one();
+}
+
+void ProgressEngine::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!running_) return;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  watchdog_.reset();
+  free_scratch_.clear();
+  running_ = false;
+}
+
+bool ProgressEngine::admit() {
+  if (pending_.load(std::memory_order_acquire) == 0) return false;
+  std::deque<CommTask> arrived;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    arrived.swap(incoming_);
+    pending_.store(0, std::memory_order_release);
+  }
+  for (CommTask& task : arrived) {
+    auto active = std::make_unique<Active>();
+    active->task = std::move(task);
+    lanes_[active->task.lane].push_back(std::move(active));
+    ++queued_;
+  }
+  return !arrived.empty();
+}
+
+void ProgressEngine::start_task(Active& a) {
+  Progress& p = a.progress;
+  p.engine_ = this;
+  p.collective_ = a.task.collective;
+  p.group_ = &a.task.group;
+  p.timeout_ = a.task.timeout;
+  p.deadline_ = std::chrono::steady_clock::now() + a.task.timeout;
+  // The choice must be the same on every rank of the group (MPI does not
+  // match a blocking collective with a nonblocking one), so it rests on the
+  // form of the call alone, never on what this rank's engine is doing.
+  p.may_block_ = a.task.caller_waits;
+  a.started = true;
+  try {
+    a.job = a.task.body(p);
+    a.job.start();
+  } catch (...) {
+    // The body threw before it became a coroutine (its setup); report it
+    // like an error inside the job.
+    a.job = CommJob();
+    if (a.task.work) a.task.work->mark_done(std::current_exception());
+    a.task.work = nullptr;
+  }
+}
+
+void ProgressEngine::finish_task(Active& a) {
+  const std::exception_ptr error = a.job.valid() ? a.job.error() : nullptr;
+  if (a.progress.scratch_.defined()) return_scratch(std::move(a.progress.scratch_));
+  a.job = CommJob();       // destroy the coroutine frame (it may hold tensors) ...
+  a.task.body = nullptr;   // ... and the captures, before the caller is told
+  if (a.task.work) a.task.work->mark_done(error);
+  --queued_;
+}
+
+bool ProgressEngine::advance(Lane& lane) {
+  bool progressed = false;
+  bool earlier_posted_all = true;
+  for (auto it = lane.begin(); it != lane.end();) {
+    Active& a = **it;
+    if (!a.started) {
+      if (!earlier_posted_all) break;  // issue order within the lane
+      start_task(a);
+      progressed = true;
+    } else if (a.progress.slot_.request != nullptr) {
+      int done = 0;
+      MPI_Test(a.progress.slot_.request, &done, MPI_STATUS_IGNORE);
+      if (done) {
+        const std::coroutine_handle<> waiting = a.progress.slot_.waiting;
+        a.progress.slot_ = RequestSlot{};
+        waiting.resume();
+        progressed = true;
+      }
+    }
+    if (!a.job.valid() || a.job.done()) {
+      finish_task(a);
+      it = lane.erase(it);
+      continue;
+    }
+    earlier_posted_all = earlier_posted_all && a.progress.posted_all_;
+    ++it;
+  }
+  return progressed;
+}
+
+void ProgressEngine::check_deadlines(std::chrono::steady_clock::time_point now) {
+  for (auto& [id, lane] : lanes_) {
+    for (auto& active : lane) {
+      if (!active->started) break;
+      if (now >= active->progress.deadline_) {
+        abort_job_on_timeout(active->task.collective, active->task.group, active->task.timeout,
+                             world_rank_);
+      }
+    }
+  }
+}
+
+at::Tensor ProgressEngine::take_scratch(int64_t bytes) {
+  // The smallest kept buffer that is large enough; else a new one.
+  auto best = free_scratch_.end();
+  for (auto it = free_scratch_.begin(); it != free_scratch_.end(); ++it) {
+    if (it->numel() >= bytes && (best == free_scratch_.end() || it->numel() < best->numel())) {
+      best = it;
+    }
+  }
+  if (best != free_scratch_.end()) {
+    at::Tensor buffer = std::move(*best);
+    free_scratch_.erase(best);
+    return buffer;
+  }
+  return at::empty({std::max<int64_t>(bytes, 1)}, at::TensorOptions().dtype(at::kByte));
+}
+
+void ProgressEngine::return_scratch(at::Tensor buffer) {
+  // Keep the two largest: usually one reduction runs at a time, sometimes two.
+  free_scratch_.push_back(std::move(buffer));
+  std::sort(free_scratch_.begin(), free_scratch_.end(),
+            [](const at::Tensor& a, const at::Tensor& b) { return a.numel() > b.numel(); });
+  if (free_scratch_.size() > 2) free_scratch_.resize(2);
+}
+
+void ProgressEngine::loop() {
+  // Collectives move and reduce raw buffers: autograd has no business here
+  // (out= reductions refuse tensors that require grad otherwise).
+  at::NoGradGuard no_grad;
+  using clock = std::chrono::steady_clock;
+  // Backoff phases, measured from the last event (a task arrived, started,
+  // or one of its requests completed): MPI_Test in a tight loop first
+  // (latency of small collectives), then yield the core between tests
+  // (other ranks sharing the core run; with shared-memory transport each
+  // MPI_Test also moves data, so a large transfer needs frequent tests), and
+  // only when peers are clearly late sleep briefly between tests, so a rank
+  // waiting on a slow peer costs almost no CPU.
+  constexpr auto kSpin = std::chrono::microseconds(20);
+  constexpr auto kYield = std::chrono::milliseconds(500);
+  constexpr auto kSleep = std::chrono::microseconds(100);
+  // With nothing queued, poll for new work this long (yielding) before
+  // sleeping on the condition variable: collectives often come back to back.
+  constexpr auto kIdlePoll = std::chrono::microseconds(100);
+  auto last_event = clock::now();
+  for (;;) {
+    bool progressed = admit();
+    if (queued_ == 0) {
+      const auto until = clock::now() + kIdlePoll;
+      while (pending_.load(std::memory_order_acquire) == 0 && clock::now() < until) sched_yield();
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return !incoming_.empty() || stopping_; });
+      if (incoming_.empty()) return;  // stopping and drained
+      lock.unlock();
+      last_event = clock::now();
+      continue;
+    }
+    for (auto it = lanes_.begin(); it != lanes_.end();) {
+      progressed = advance(it->second) || progressed;
+      it = it->second.empty() ? lanes_.erase(it) : std::next(it);
+    }
+    const auto now = clock::now();
+    if (progressed) {
+      last_event = now;
+      continue;
+    }
+    check_deadlines(now);
+    const auto quiet = now - last_event;
+    if (quiet < kSpin) continue;
+    if (quiet < kYield) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(kSleep);
+    }
+  }
+}
+
+}  // namespace tessel::dist
