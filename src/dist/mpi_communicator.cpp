@@ -94,7 +94,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, int rank, std::vector<int> world
                                  const std::string& name, std::chrono::milliseconds timeout)
     : CommunicatorBase(rank, std::move(world_ranks), name, timeout),
       comm_(comm),
-      lane_(ProgressEngine::new_lane()) {}
+      lane_(std::make_shared<LaneState>()) {}
 
 MpiCommunicator::~MpiCommunicator() {
   // Freed in queue order after the collectives still using it; skipped after
@@ -119,17 +119,21 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 WorkPtr MpiCommunicator::submit(const char* collective, bool caller_waits,
+                                std::function<void()> blocking,
                                 std::function<CommJob(Progress&)> body) {
-  auto work = std::make_shared<AsyncWork>();
+  ProgressEngine& engine = ProgressEngine::instance();
   CommTask task;
   task.collective = collective;
   task.group = name();
   task.timeout = timeout();
   task.lane = lane_;
   task.caller_waits = caller_waits;
+  task.blocking = std::move(blocking);
   task.body = std::move(body);
+  if (caller_waits && engine.try_run_on_caller(task)) return std::make_shared<CompletedWork>();
+  auto work = std::make_shared<AsyncWork>();
   task.work = work;
-  ProgressEngine::instance().submit(std::move(task));
+  engine.submit(std::move(task));
   return work;
 }
 
@@ -153,13 +157,14 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& out, const at::Tensor& in,
                                               static_cast<const char*>(out.data_ptr()) +
                                                   static_cast<int64_t>(rank()) * in.nbytes();
   MPI_Comm comm = comm_;
-  return submit("all_gather", caller_waits, [=](Progress& p) -> CommJob {
+  auto blocking = [=] {
+    if (count == 0) return;
+    MPI_Allgather(in_place ? MPI_IN_PLACE : in.data_ptr(), count, mt.type, out.data_ptr(), count,
+                  mt.type, comm);
+  };
+  return submit("all_gather", caller_waits, blocking, [=](Progress& p) -> CommJob {
     if (count == 0) co_return;
     void* send = in_place ? MPI_IN_PLACE : in.data_ptr();
-    if (p.may_block()) {
-      p.blocking([&] { MPI_Allgather(send, count, mt.type, out.data_ptr(), count, mt.type, comm); });
-      co_return;
-    }
     MPI_Request request;
     MPI_Iallgather(send, count, mt.type, out.data_ptr(), count, mt.type, comm, &request);
     p.done_posting();
@@ -193,15 +198,12 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& out, const at::Tensor&
   const int group_size = size();
   MPI_Comm comm = comm_;
   if (algorithm == ReduceScatterAlgorithm::Native) {
-    return submit("reduce_scatter", caller_waits, [=](Progress& p) -> CommJob {
+    auto blocking = [=] {
+      if (n == 0) return;
+      MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), count, reduce_type, mpi_op(op), comm);
+    };
+    return submit("reduce_scatter", caller_waits, blocking, [=](Progress& p) -> CommJob {
       if (n == 0) co_return;
-      if (p.may_block()) {
-        p.blocking([&] {
-          MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), count, reduce_type, mpi_op(op),
-                                   comm);
-        });
-        co_return;
-      }
       MPI_Request request;
       MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), count, reduce_type, mpi_op(op),
                                 comm, &request);
@@ -213,7 +215,7 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& out, const at::Tensor&
   // `size` chunks locally: one pass of communication, one of arithmetic, and
   // works for every dtype (MPI cannot add bf16/fp16). Pipelined over column
   // blocks of the chunks (pipelined_reduce), so the scratch is bounded.
-  return submit("reduce_scatter", caller_waits, [=](Progress& p) -> CommJob {
+  return submit("reduce_scatter", caller_waits, nullptr, [=](Progress& p) -> CommJob {
     std::vector<int64_t> offsets(group_size), lengths(group_size, n);
     for (int r = 0; r < group_size; ++r) offsets[r] = r * n;
     co_await pipelined_reduce(p, comm, mt, in, offsets, lengths, out.view(-1), op, true);
@@ -256,14 +258,15 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op, bool 
     displs[j] = static_cast<int>(offsets[j] * mt.units_per_element);
   }
   const int64_t my_elements = lengths[me];
-  return submit("all_reduce", caller_waits, [=](Progress& p) -> CommJob {
+  std::function<void()> blocking;
+  if (blocking_native) {
+    blocking = [=] {
+      if (numel == 0) return;
+      MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduce_type, mpi_op(op), comm);
+    };
+  }
+  return submit("all_reduce", caller_waits, blocking, [=](Progress& p) -> CommJob {
     if (numel == 0) co_return;
-    if (p.may_block() && blocking_native) {
-      p.blocking([&] {
-        MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduce_type, mpi_op(op), comm);
-      });
-      co_return;
-    }
     MPI_Request request;
     if (algorithm == AllReduceAlgorithm::Native) {
       MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduce_type, mpi_op(op), comm,
@@ -299,14 +302,12 @@ WorkPtr MpiCommunicator::all_to_all(const at::Tensor& out, const at::Tensor& in,
   mpi_count(in.numel() * mt.units_per_element, "all_to_all", name());
   const int count = static_cast<int>(in.numel() / size() * mt.units_per_element);
   MPI_Comm comm = comm_;
-  return submit("all_to_all", caller_waits, [=](Progress& p) -> CommJob {
+  auto blocking = [=] {
+    if (count == 0) return;
+    MPI_Alltoall(in.data_ptr(), count, mt.type, out.data_ptr(), count, mt.type, comm);
+  };
+  return submit("all_to_all", caller_waits, blocking, [=](Progress& p) -> CommJob {
     if (count == 0) co_return;
-    if (p.may_block()) {
-      p.blocking([&] {
-        MPI_Alltoall(in.data_ptr(), count, mt.type, out.data_ptr(), count, mt.type, comm);
-      });
-      co_return;
-    }
     MPI_Request request;
     MPI_Ialltoall(in.data_ptr(), count, mt.type, out.data_ptr(), count, mt.type, comm, &request);
     p.done_posting();
@@ -328,12 +329,12 @@ WorkPtr MpiCommunicator::broadcast(const at::Tensor& tensor, int root, bool call
   const MpiMoveType mt = mpi_move_type(tensor.scalar_type());
   const int count = mpi_count(tensor.numel() * mt.units_per_element, "broadcast", name());
   MPI_Comm comm = comm_;
-  return submit("broadcast", caller_waits, [=](Progress& p) -> CommJob {
+  auto blocking = [=] {
+    if (count == 0) return;
+    MPI_Bcast(tensor.data_ptr(), count, mt.type, root, comm);
+  };
+  return submit("broadcast", caller_waits, blocking, [=](Progress& p) -> CommJob {
     if (count == 0) co_return;
-    if (p.may_block()) {
-      p.blocking([&] { MPI_Bcast(tensor.data_ptr(), count, mt.type, root, comm); });
-      co_return;
-    }
     MPI_Request request;
     MPI_Ibcast(tensor.data_ptr(), count, mt.type, root, comm, &request);
     p.done_posting();
@@ -347,7 +348,7 @@ void MpiCommunicator::barrier() { barrier(true)->wait(); }
 WorkPtr MpiCommunicator::barrier(bool caller_waits) {
   record(CollectiveKind::Barrier, 0);
   MPI_Comm comm = comm_;
-  return submit("barrier", caller_waits, [=](Progress& p) -> CommJob {
+  return submit("barrier", caller_waits, nullptr, [=](Progress& p) -> CommJob {
     // Never the blocking MPI_Barrier: a barrier mostly waits for late peers,
     // and the polled form lets the engine sleep meanwhile.
     MPI_Request request;
@@ -370,7 +371,7 @@ CommunicatorPtr MpiCommunicator::split(int color, int key, const std::string& na
   // The colors and keys travel first through a nonblocking all-gather, so a
   // dead peer ends in the timeout message rather than a hang in the blocking
   // MPI_Comm_split; the gathered table also names the new group's members.
-  submit("split", true, [=](Progress& p) -> CommJob {
+  submit("split", true, nullptr, [=](Progress& p) -> CommJob {
     int mine[3] = {color, key, world_rank};
     std::vector<int> all(3 * group_size);
     MPI_Request request;

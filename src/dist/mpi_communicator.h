@@ -2,8 +2,9 @@
 // thread (errors throw there, before any communication), counted, and queued
 // on the process's progress engine (progress_engine.h) in this
 // communicator's lane, where a coroutine (comm_job.h) runs it with
-// nonblocking MPI calls, or with the blocking call when the caller waits at
-// once and the engine is otherwise idle. Data moves straight between the
+// nonblocking MPI calls; a collective whose caller waits at once runs as the
+// blocking MPI call where that is faster, on the caller's thread when the
+// lane is idle. Data moves straight between the
 // caller's tensors where MPI allows; reductions that need an intermediate
 // buffer use the engine's reused scratch. See algorithms.h for the
 // reduction paths.
@@ -55,11 +56,13 @@ class MpiCommunicator : public CommunicatorBase {
   WorkPtr broadcast(const at::Tensor& tensor, int root, bool caller_waits);
   WorkPtr barrier(bool caller_waits);
 
-  WorkPtr submit(const char* collective, bool caller_waits,
+  // `blocking`: the blocking MPI call for a caller that waits at once, or
+  // null where the nonblocking `body` is the faster path even then.
+  WorkPtr submit(const char* collective, bool caller_waits, std::function<void()> blocking,
                  std::function<CommJob(Progress&)> body);
 
   MPI_Comm comm_;
-  uint64_t lane_;  // this communicator's lane in the progress engine
+  std::shared_ptr<LaneState> lane_;  // this communicator's lane in the progress engine
 };
 
 }  // namespace tessel::dist

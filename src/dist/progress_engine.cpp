@@ -10,6 +10,33 @@
 
 namespace tessel::dist {
 
+namespace {
+
+// How a thread waits between tests of outstanding requests, by how long
+// nothing happened: MPI_Test in a tight loop first (latency of small
+// collectives), then yield the core between tests (other ranks sharing the
+// core run; with shared-memory transport each MPI_Test also moves data, so a
+// large transfer needs frequent tests), and only when peers are clearly late
+// sleep briefly between tests, so a rank waiting on a slow peer costs almost
+// no CPU.
+void back_off(std::chrono::steady_clock::duration quiet) {
+  constexpr auto kSpin = std::chrono::microseconds(20);
+  constexpr auto kYield = std::chrono::milliseconds(500);
+  constexpr auto kSleep = std::chrono::microseconds(100);
+  if (quiet < kSpin) return;
+  if (quiet < kYield) {
+    sched_yield();
+  } else {
+    std::this_thread::sleep_for(kSleep);
+  }
+}
+
+// Scratch of jobs a caller's thread runs itself (try_run_on_caller): one
+// buffer per thread, kept for the next call.
+thread_local at::Tensor caller_scratch;
+
+}  // namespace
+
 struct ProgressEngine::Active {
   CommTask task;  // keeps the body (and so the job's captures) at a fixed address
   Progress progress;
@@ -17,12 +44,14 @@ struct ProgressEngine::Active {
   bool started = false;
 };
 
-void Progress::blocking(const std::function<void()>& call) {
-  WatchdogArmed armed(*engine_->watchdog_, collective_, *group_, timeout_);
-  call();
-}
-
 void* Progress::scratch(int64_t bytes) {
+  if (engine_ == nullptr) {  // run by a caller's thread
+    if (!caller_scratch.defined() || caller_scratch.numel() < bytes) {
+      caller_scratch = at::Tensor();  // free the old buffer before allocating the larger one
+      caller_scratch = at::empty({std::max<int64_t>(bytes, 1)}, at::TensorOptions().dtype(at::kByte));
+    }
+    return caller_scratch.data_ptr();
+  }
   if (!scratch_.defined() || scratch_.numel() < bytes) {
     if (scratch_.defined()) engine_->return_scratch(std::move(scratch_));
     scratch_ = engine_->take_scratch(bytes);
@@ -35,15 +64,11 @@ ProgressEngine& ProgressEngine::instance() {
   return *engine;
 }
 
-uint64_t ProgressEngine::new_lane() {
-  static std::atomic<uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
-}
-
-void ProgressEngine::start(int world_rank) {
+void ProgressEngine::start(int world_rank, bool thread_multiple) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (running_) return;
   world_rank_ = world_rank;
+  thread_multiple_ = thread_multiple;
   stopping_ = false;
   running_ = true;
   watchdog_ = std::make_unique<Watchdog>(world_rank);
@@ -62,10 +87,54 @@ void ProgressEngine::submit(CommTask task) {
                  "collective {} on group '{}' issued after tessel::dist::shutdown(); issue all "
                  "collectives before shutting the communicator down",
                  task.collective, task.group);
+    task.lane->busy.fetch_add(1);
     incoming_.push_back(std::move(task));
     pending_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
+}
+
+bool ProgressEngine::try_run_on_caller(const CommTask& task) {
+  if (!thread_multiple_) return false;
+  LaneState& lane = *task.lane;
+  int idle = 0;
+  if (!lane.busy.compare_exchange_strong(idle, LaneState::kCallerHolds)) return false;
+  // Tasks of the lane submitted meanwhile wait in the engine until this returns.
+  struct Release {
+    LaneState& lane;
+    ~Release() { lane.busy.fetch_sub(LaneState::kCallerHolds); }
+  } release{lane};
+  if (task.blocking) {
+    WatchdogArmed armed(*watchdog_, task.collective, task.group, task.timeout);
+    task.blocking();
+    return true;
+  }
+  // The job on this thread: test its request, resume it, until it ends.
+  at::NoGradGuard no_grad;
+  using clock = std::chrono::steady_clock;
+  Progress progress;
+  progress.deadline_ = clock::now() + task.timeout;
+  CommJob job = task.body(progress);
+  job.start();
+  auto last_event = clock::now();
+  while (!job.done()) {
+    int done = 0;
+    MPI_Test(progress.slot_.request, &done, MPI_STATUS_IGNORE);
+    const auto now = clock::now();
+    if (done) {
+      const std::coroutine_handle<> waiting = progress.slot_.waiting;
+      progress.slot_ = RequestSlot{};
+      waiting.resume();
+      last_event = now;
+      continue;
+    }
+    if (now >= progress.deadline_) {
+      abort_job_on_timeout(task.collective, task.group, task.timeout, world_rank_);
+    }
+    back_off(now - last_event);
+  }
+  if (job.error()) std::rethrow_exception(job.error());
+  return true;
 }
 
 void ProgressEngine::stop() {
@@ -93,30 +162,27 @@ bool ProgressEngine::admit() {
   for (CommTask& task : arrived) {
     auto active = std::make_unique<Active>();
     active->task = std::move(task);
-    lanes_[active->task.lane].push_back(std::move(active));
+    lanes_[active->task.lane.get()].push_back(std::move(active));
     ++queued_;
   }
   return !arrived.empty();
 }
 
 void ProgressEngine::start_task(Active& a) {
-  Progress& p = a.progress;
-  p.engine_ = this;
-  p.collective_ = a.task.collective;
-  p.group_ = &a.task.group;
-  p.timeout_ = a.task.timeout;
-  p.deadline_ = std::chrono::steady_clock::now() + a.task.timeout;
-  // The choice must be the same on every rank of the group (MPI does not
-  // match a blocking collective with a nonblocking one), so it rests on the
-  // form of the call alone, never on what this rank's engine is doing.
-  p.may_block_ = a.task.caller_waits;
   a.started = true;
+  a.progress.engine_ = this;
+  a.progress.deadline_ = std::chrono::steady_clock::now() + a.task.timeout;
   try {
-    a.job = a.task.body(p);
+    if (a.task.caller_waits && a.task.blocking) {
+      WatchdogArmed armed(*watchdog_, a.task.collective, a.task.group, a.task.timeout);
+      a.task.blocking();
+      return;  // no job: finished
+    }
+    a.job = a.task.body(a.progress);
     a.job.start();
   } catch (...) {
-    // The body threw before it became a coroutine (its setup); report it
-    // like an error inside the job.
+    // The blocking call, or the body before it became a coroutine, threw:
+    // report it like an error inside the job.
     a.job = CommJob();
     if (a.task.work) a.task.work->mark_done(std::current_exception());
     a.task.work = nullptr;
@@ -126,9 +192,11 @@ void ProgressEngine::start_task(Active& a) {
 void ProgressEngine::finish_task(Active& a) {
   const std::exception_ptr error = a.job.valid() ? a.job.error() : nullptr;
   if (a.progress.scratch_.defined()) return_scratch(std::move(a.progress.scratch_));
-  a.job = CommJob();       // destroy the coroutine frame (it may hold tensors) ...
-  a.task.body = nullptr;   // ... and the captures, before the caller is told
+  a.job = CommJob();  // destroy the coroutine frame (it may hold tensors) ...
+  a.task.body = nullptr;  // ... and the captures, before the caller is told
+  a.task.blocking = nullptr;
   if (a.task.work) a.task.work->mark_done(error);
+  a.task.lane->busy.fetch_sub(1);
   --queued_;
 }
 
@@ -139,6 +207,9 @@ bool ProgressEngine::advance(Lane& lane) {
     Active& a = **it;
     if (!a.started) {
       if (!earlier_posted_all) break;  // issue order within the lane
+      // A caller's thread is in a blocking call of this lane: MPI forbids two
+      // threads in collectives of one communicator at once.
+      if (a.task.lane->busy.load() & LaneState::kCallerHolds) break;
       start_task(a);
       progressed = true;
     } else if (a.progress.slot_.request != nullptr) {
@@ -203,16 +274,6 @@ void ProgressEngine::loop() {
   // (out= reductions refuse tensors that require grad otherwise).
   at::NoGradGuard no_grad;
   using clock = std::chrono::steady_clock;
-  // Backoff phases, measured from the last event (a task arrived, started,
-  // or one of its requests completed): MPI_Test in a tight loop first
-  // (latency of small collectives), then yield the core between tests
-  // (other ranks sharing the core run; with shared-memory transport each
-  // MPI_Test also moves data, so a large transfer needs frequent tests), and
-  // only when peers are clearly late sleep briefly between tests, so a rank
-  // waiting on a slow peer costs almost no CPU.
-  constexpr auto kSpin = std::chrono::microseconds(20);
-  constexpr auto kYield = std::chrono::milliseconds(500);
-  constexpr auto kSleep = std::chrono::microseconds(100);
   // With nothing queued, poll for new work this long (yielding) before
   // sleeping on the condition variable: collectives often come back to back.
   constexpr auto kIdlePoll = std::chrono::microseconds(100);
@@ -239,13 +300,7 @@ void ProgressEngine::loop() {
       continue;
     }
     check_deadlines(now);
-    const auto quiet = now - last_event;
-    if (quiet < kSpin) continue;
-    if (quiet < kYield) {
-      sched_yield();
-    } else {
-      std::this_thread::sleep_for(kSleep);
-    }
+    back_off(now - last_event);  // measured from the last event: a start or a completed request
   }
 }
 

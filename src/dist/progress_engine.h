@@ -17,15 +17,18 @@
 // small machine do not starve each other. A job past its collective timeout
 // ends the whole job with a message naming the collective and the group.
 //
-// When a caller waits for a collective at once (the synchronous API), the job
-// may run the blocking MPI call instead (Progress::may_block): OpenMPI's
-// blocking algorithms are up to twice as fast as its nonblocking ones, and
-// the caller has nothing to overlap. Requests of other jobs still progress
-// inside the blocking call (MPI drives all of them); jobs of other lanes
-// start or post their next step when it returns. MPI does not match a
-// blocking collective with a nonblocking one, so the choice rests on the form
-// of the call alone, which SPMD code makes the same on every rank (see
-// communicator.h). The watchdog bounds the blocking call by the same timeout.
+// A collective whose caller waits at once (the synchronous API) runs as the
+// blocking MPI call when the backend has one for it: OpenMPI's blocking
+// algorithms are up to twice as fast as its nonblocking ones, and the caller
+// has nothing to overlap. When nothing of its lane is queued or running, the
+// caller's own thread runs such a collective, blocking call or job
+// (try_run_on_caller: no hand-off to the engine and back); otherwise the
+// engine does, in lane order. Requests of
+// other jobs still progress inside a blocking call (MPI drives all of them).
+// MPI does not match a blocking collective with a nonblocking one, so the
+// choice rests on the form of the call alone, which SPMD code makes the same
+// on every rank (communicator.h). The watchdog bounds blocking calls by the
+// same timeout.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -51,8 +54,7 @@ namespace tessel::dist {
 class ProgressEngine;
 class Watchdog;
 
-// Handed to a running job: awaits its MPI requests, lends it scratch, and
-// says whether it may block.
+// Handed to a running job: awaits its MPI requests and lends it scratch.
 class Progress {
  public:
   // `co_await p.wait(request)`: resumes when the request completed.
@@ -63,36 +65,38 @@ class Progress {
   // never say so let the next one start when they end.
   void done_posting() { posted_all_ = true; }
 
-  // True when the caller waits for this collective at once (the synchronous
-  // form, on every rank of the group): the blocking MPI call is then the
-  // fastest path.
-  bool may_block() const { return may_block_; }
-  // Runs `call` (a blocking MPI call) under the watchdog's timeout.
-  void blocking(const std::function<void()>& call);
-
   // A byte buffer of at least `bytes`, valid until the job ends; buffers are
-  // reused across jobs (at most two kept), 64-byte aligned.
+  // reused across jobs (the engine keeps at most two, a caller's thread one),
+  // 64-byte aligned.
   void* scratch(int64_t bytes);
 
  private:
   friend class ProgressEngine;
-  ProgressEngine* engine_ = nullptr;
-  const char* collective_ = "";
-  const std::string* group_ = nullptr;
-  std::chrono::milliseconds timeout_{0};
+  ProgressEngine* engine_ = nullptr;  // null: run by a caller's thread
   std::chrono::steady_clock::time_point deadline_;
   RequestSlot slot_;
   bool posted_all_ = false;
-  bool may_block_ = false;
   at::Tensor scratch_;
+};
+
+// One communicator's lane: how much of it is outstanding. Shared by the
+// communicator, its tasks and the engine.
+struct LaneState {
+  static constexpr int kCallerHolds = 1 << 30;
+  // Tasks of the lane queued or running in the engine, plus kCallerHolds
+  // while a caller's thread makes a blocking call of the lane itself.
+  std::atomic<int> busy{0};
 };
 
 struct CommTask {
   const char* collective = "";
   std::string group;
   std::chrono::milliseconds timeout{0};
-  uint64_t lane = 0;         // the communicator: issue order is kept per lane
-  bool caller_waits = false;  // the synchronous API: the caller waits at once
+  std::shared_ptr<LaneState> lane;  // the communicator: issue order is kept per lane
+  // The synchronous API: the caller waits at once. Then `blocking`, when
+  // set, runs instead of `body`.
+  bool caller_waits = false;
+  std::function<void()> blocking;
   std::function<CommJob(Progress&)> body;
   std::shared_ptr<AsyncWork> work;  // null for internal tasks (freeing a communicator)
 };
@@ -103,15 +107,21 @@ class ProgressEngine {
   // without shutdown() must not run the destructor of a thread still waiting.
   static ProgressEngine& instance();
 
-  // A fresh lane id for a new communicator.
-  static uint64_t new_lane();
-
-  void start(int world_rank);
+  // `thread_multiple`: MPI accepts calls from several threads at once, so a
+  // caller's thread may make a blocking call while the engine runs others.
+  void start(int world_rank, bool thread_multiple);
   bool running() const;
   // Queues a task; throws tessel::Error when the engine is not running.
   void submit(CommTask task);
   // Runs the queued tasks to completion, then joins the thread.
   void stop();
+
+  // For a caller that waits at once: runs the task on the calling thread
+  // (its blocking call under the watchdog, else its job, polled here) when
+  // nothing of its lane is queued or running and MPI allows calls from
+  // several threads; returns false, having run nothing, otherwise. Rethrows
+  // the job's error.
+  bool try_run_on_caller(const CommTask& task);
 
  private:
   friend class Progress;
@@ -136,10 +146,11 @@ class ProgressEngine {
   bool running_ = false;
   bool stopping_ = false;
   int world_rank_ = 0;
+  bool thread_multiple_ = false;
   std::thread thread_;
 
   // The engine thread's own state.
-  std::map<uint64_t, Lane> lanes_;
+  std::map<const LaneState*, Lane> lanes_;
   int64_t queued_ = 0;  // tasks in lanes_, started or not
   std::vector<at::Tensor> free_scratch_;
   std::unique_ptr<Watchdog> watchdog_;

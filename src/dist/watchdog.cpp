@@ -28,36 +28,46 @@ Watchdog::~Watchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Watchdog::arm(const char* collective, const std::string& group,
-                   std::chrono::milliseconds timeout) {
+uint64_t Watchdog::arm(const char* collective, const std::string& group,
+                       std::chrono::milliseconds timeout) {
+  uint64_t token;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    armed_ = true;
-    collective_ = collective;
-    group_ = group;
-    timeout_ = timeout;
-    deadline_ = std::chrono::steady_clock::now() + timeout;
+    token = next_token_++;
+    armed_.emplace(token, Call{collective, group, timeout,
+                               std::chrono::steady_clock::now() + timeout});
   }
   cv_.notify_all();
+  return token;
 }
 
-void Watchdog::disarm() {
+void Watchdog::disarm(uint64_t token) {
   std::lock_guard<std::mutex> lock(mutex_);
-  armed_ = false;  // no notify: the thread finds out at its deadline, and blocking calls are short
+  // No notify: the thread finds out at the deadline it sleeps towards, and
+  // blocking calls are short next to their timeouts.
+  armed_.erase(token);
 }
 
 void Watchdog::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || armed_; });
     if (stopping_) return;
-    const auto deadline = deadline_;
-    cv_.wait_until(lock, deadline, [&] { return stopping_ || !armed_ || deadline_ != deadline; });
-    if (stopping_) return;
-    if (armed_ && deadline_ == deadline && std::chrono::steady_clock::now() >= deadline) {
-      // MPI_THREAD_MULTIPLE lets this thread abort while another sits in MPI.
-      abort_job_on_timeout(collective_, group_, timeout_, world_rank_);
+    if (armed_.empty()) {
+      cv_.wait(lock);
+      continue;
     }
+    auto earliest = armed_.begin();
+    for (auto it = armed_.begin(); it != armed_.end(); ++it) {
+      if (it->second.deadline < earliest->second.deadline) earliest = it;
+    }
+    if (std::chrono::steady_clock::now() >= earliest->second.deadline) {
+      // MPI_THREAD_MULTIPLE lets this thread abort while another sits in MPI.
+      const Call call = earliest->second;
+      abort_job_on_timeout(call.collective, call.group, call.timeout, world_rank_);
+    }
+    // Woken early by a new call (maybe with an earlier deadline) or to stop.
+    const auto deadline = earliest->second.deadline;  // the entry may go while we wait
+    cv_.wait_until(lock, deadline);
   }
 }
 

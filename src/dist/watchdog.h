@@ -1,13 +1,15 @@
 // Watchdog: ends the job when a blocking MPI call runs past its collective
-// timeout. The progress engine runs a collective as the blocking MPI call
-// when its caller waits at once and nothing else is in flight (the blocking
-// algorithms are faster than OpenMPI's nonblocking ones, docs/bench/comm.md);
-// a blocking call cannot poll its own deadline, so this thread does.
+// timeout. A collective whose caller waits at once runs as the blocking MPI
+// call (OpenMPI's blocking algorithms are faster than its nonblocking ones,
+// docs/bench/comm.md), on the caller's thread or the engine's; a blocking
+// call cannot poll its own deadline, so this thread does, for any number of
+// calls at once.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -26,23 +28,26 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Between arm() and disarm() the calling thread is inside one blocking
+  // Between arm() and disarm(token) a thread is inside one blocking
   // collective; past `timeout` the job is ended with the collective's name.
-  void arm(const char* collective, const std::string& group, std::chrono::milliseconds timeout);
-  void disarm();
+  uint64_t arm(const char* collective, const std::string& group, std::chrono::milliseconds timeout);
+  void disarm(uint64_t token);
 
  private:
+  struct Call {
+    const char* collective;
+    std::string group;
+    std::chrono::milliseconds timeout;
+    std::chrono::steady_clock::time_point deadline;
+  };
   void loop();
 
   const int world_rank_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  bool armed_ = false;
-  const char* collective_ = "";
-  std::string group_;
-  std::chrono::milliseconds timeout_{0};
-  std::chrono::steady_clock::time_point deadline_;
+  uint64_t next_token_ = 1;
+  std::map<uint64_t, Call> armed_;
   std::thread thread_;
 };
 
@@ -51,15 +56,14 @@ class WatchdogArmed {
  public:
   WatchdogArmed(Watchdog& watchdog, const char* collective, const std::string& group,
                 std::chrono::milliseconds timeout)
-      : watchdog_(watchdog) {
-    watchdog_.arm(collective, group, timeout);
-  }
-  ~WatchdogArmed() { watchdog_.disarm(); }
+      : watchdog_(watchdog), token_(watchdog.arm(collective, group, timeout)) {}
+  ~WatchdogArmed() { watchdog_.disarm(token_); }
   WatchdogArmed(const WatchdogArmed&) = delete;
   WatchdogArmed& operator=(const WatchdogArmed&) = delete;
 
  private:
   Watchdog& watchdog_;
+  uint64_t token_;
 };
 
 }  // namespace tessel::dist

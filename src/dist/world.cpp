@@ -85,7 +85,7 @@ CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   std::vector<int> ranks(size);
   std::iota(ranks.begin(), ranks.end(), 0);
-  ProgressEngine::instance().start(rank);
+  ProgressEngine::instance().start(rank, provided >= MPI_THREAD_MULTIPLE);
   return std::make_shared<MpiCommunicator>(comm, rank, std::move(ranks), "world", timeout);
 }
 
