@@ -172,8 +172,8 @@ void add_train_command(CLI::App& app) {
       "the built-in default (examples/configs/default.yaml: a tiny Llama on the demo SFT set, "
       "4 processes as HSDP 2x2). More processes than one are started through mpirun "
       "automatically (--nproc N, else cluster.num_nodes * cluster.gpus_per_node); under your "
-      "own mpirun the launched world is used. Writes metrics.jsonl, config.yaml and "
-      "loss_curve.svg under logger.log_dir.");
+      "own mpirun the launched world is used. Writes metrics.jsonl, config.yaml, "
+      "loss_curve.svg and (logger.tensorboard_enabled) tensorboard/ under logger.log_dir.");
   cmd->add_option("config_and_overrides", args->positional,
                   "[CONFIG] then overrides: a.b=v (change), +a.b=v (add), ~a.b (delete)");
   cmd->add_option("--nproc", args->nproc,

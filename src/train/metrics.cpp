@@ -9,6 +9,10 @@
 
 namespace tessel::train {
 
+int64_t max_over_ranks(const std::vector<int64_t>& per_rank) {
+  return per_rank.empty() ? 0 : *std::max_element(per_rank.begin(), per_rank.end());
+}
+
 MetricsWriter::MetricsWriter(const std::filesystem::path& dir, bool append)
     : path_(dir / "metrics.jsonl") {
   std::error_code ec;
@@ -32,8 +36,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["tokens_per_s"] = m.tokens_per_s;
   j["step_time_s"] = m.step_time_s;
   j["peak_rss_bytes"] = m.peak_rss_bytes;
-  j["peak_rss_bytes_max"] =
-      m.peak_rss_bytes.empty() ? 0 : *std::max_element(m.peak_rss_bytes.begin(), m.peak_rss_bytes.end());
+  j["peak_rss_bytes_max"] = max_over_ranks(m.peak_rss_bytes);
   out_ << j.dump() << '\n';
   out_.flush();
 }
@@ -53,8 +56,7 @@ void MetricsWriter::write(const SetupMetrics& m) {
   j["split"] = "setup";
   j["rss_bytes"] = m.rss_bytes;
   j["peak_rss_bytes"] = m.peak_rss_bytes;
-  j["peak_rss_bytes_max"] =
-      m.peak_rss_bytes.empty() ? 0 : *std::max_element(m.peak_rss_bytes.begin(), m.peak_rss_bytes.end());
+  j["peak_rss_bytes_max"] = max_over_ranks(m.peak_rss_bytes);
   j["shard_bytes"] = m.shard_bytes;
   out_ << j.dump() << '\n';
   out_.flush();

@@ -33,6 +33,9 @@ struct SetupMetrics {
   int64_t shard_bytes = 0;              // rank 0's fp32 shards
 };
 
+// The largest of the per-rank values (0 for none): the rank that limits what fits.
+int64_t max_over_ranks(const std::vector<int64_t>& per_rank);
+
 struct ValMetrics {
   int64_t step = 0;  // optimizer steps done when validating
   double loss = 0.0;

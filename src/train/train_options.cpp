@@ -209,6 +209,7 @@ TrainOptions train_options_from(const Config& c) {
   o.shuffle = c.get_or<bool>("data.shuffle", true);
 
   o.log_dir = c.get_or<std::string>("logger.log_dir", "logs");
+  o.tensorboard = c.get_or<bool>("logger.tensorboard_enabled", false);
 
   o.checkpoint.enabled = c.get_or<bool>("checkpointing.enabled", false);
   o.checkpoint.dir = c.get_or<std::string>("checkpointing.checkpoint_dir", "results");

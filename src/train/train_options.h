@@ -94,6 +94,9 @@ struct TrainOptions {
   bool shuffle = true;
 
   std::string log_dir;  // metrics.jsonl, loss_curve.svg, config.yaml
+  // logger.tensorboard_enabled: event files under <log_dir>/tensorboard, where
+  // the reference's logger puts them (its logger.tensorboard.log_dir is not read).
+  bool tensorboard = false;
   CheckpointOptions checkpoint;
 };
 

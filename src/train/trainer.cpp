@@ -25,6 +25,7 @@
 #include "train/loss_curve_svg.h"
 #include "train/memory.h"
 #include "train/progress.h"
+#include "train/tensorboard_writer.h"
 #include "train/train_step.h"
 
 namespace tessel::train {
@@ -244,11 +245,15 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   }
 
   std::unique_ptr<MetricsWriter> metrics;
+  std::unique_ptr<TensorBoardWriter> tensorboard;
   std::unique_ptr<Progress> progress;
   if (rank0 && run.write_logs) {
     metrics = std::make_unique<MetricsWriter>(o.log_dir, /*append=*/start_step > 0);
     metrics->write(SetupMetrics{after_setup.rss, after_setup.peak_rss, sharded.local_param_bytes()});
     io::write_file_atomically(fs::path(o.log_dir) / "config.yaml", config.to_yaml());
+    if (o.tensorboard) {
+      tensorboard = std::make_unique<TensorBoardWriter>(fs::path(o.log_dir) / "tensorboard");
+    }
   }
   if (speak) {
     const bool interactive = run.interactive.value_or(Progress::is_terminal(run.progress_out));
@@ -261,6 +266,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     ValMetrics v{step, r.loss, r.valid_tokens};
     validations.push_back(v);
     if (metrics) metrics->write(v);
+    if (tensorboard) tensorboard->write(v);
     if (progress) progress->validation(v);
   };
 
@@ -295,6 +301,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     run_tokens += r.tokens;
     steps.push_back(m);
     if (metrics) metrics->write(m);
+    if (tensorboard) tensorboard->write(m);
     if (progress) progress->step(m);
     if (!std::isfinite(r.loss)) {
       throw Error(fmt::format("loss is {} at step {}: training diverged; lower "

@@ -3,7 +3,8 @@
 // it builds the model and data, shards the model (model_setup.h), runs
 // max_num_steps optimizer steps (train_step.h) with the LR schedule, validates
 // every sft.val_period steps, and reports: progress on stdout, metrics.jsonl,
-// config.yaml and loss_curve.svg under logger.log_dir (rank 0 only).
+// config.yaml, loss_curve.svg and (logger.tensorboard_enabled) TensorBoard
+// event files under logger.log_dir (rank 0 only).
 //
 // Collective over the mesh: every rank calls train() with the same config.
 #pragma once
@@ -25,7 +26,7 @@ struct RunOptions {
   std::FILE* progress_out = stdout;   // rank 0's progress and summary lines
   std::optional<bool> interactive;    // redraw one line; default: progress_out is a terminal
   bool quiet = false;                 // no progress output at all (tests)
-  bool write_logs = true;             // metrics.jsonl, config.yaml, loss_curve.svg
+  bool write_logs = true;             // metrics.jsonl, config.yaml, loss_curve.svg, tensorboard/
 };
 
 struct TrainResult {
