@@ -1,12 +1,14 @@
-// `tessel plan [CONFIG] [OVERRIDES...] [--world N] [--json]`: a dry run of
-// the layout a training run would use. It validates the device mesh for N
-// processes, resolves the tensor-parallel plan (custom > optimized > HF, SPEC
-// 3), prints each module the plan touches with its style, and the parameter
-// bytes every rank would hold once tensor parallelism and FSDP have split the
-// model. The model is built on the meta device and the plan is applied once
-// per tp rank over a shape-only group, so this costs no memory and launches
-// no processes, for models of any size. Every problem (mesh, plan, pattern
-// matching nothing, unknown style, heads not divisible by tp) exits with 2.
+// `tessel plan [CONFIG] [OVERRIDES...] [--world N] [--json] [--verbose]`: a
+// dry run of the layout a training run would use. It validates the device
+// mesh for N processes, resolves the tensor-parallel plan (custom > optimized
+// > HF, SPEC 3), prints the modules the plan touches with their styles (the
+// same module of every layer on one line, layer_groups.h; --verbose: one line
+// per module), and the parameter bytes every rank would hold once tensor
+// parallelism and FSDP have split the model. The model is built on the meta
+// device and the plan is applied once per tp rank over a shape-only group, so
+// this costs no memory and launches no processes, for models of any size.
+// Every problem (mesh, plan, pattern matching nothing, unknown style, heads
+// not divisible by tp) exits with 2.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -22,6 +24,7 @@
 
 #include "cli/commands.h"
 #include "cli/default_config.h"
+#include "cli/layer_groups.h"
 #include "cli/mesh_sizes_from_config.h"
 #include "config/loader.h"
 #include "config/parallelism_config.h"
@@ -44,6 +47,7 @@ struct PlanArgs {
   std::vector<std::string> positional;
   int64_t world = 0;  // 0: cluster.num_nodes * cluster.gpus_per_node
   bool json = false;
+  bool verbose = false;  // one line per module instead of one per group of layers
 };
 
 models::ModelConfig model_config_of(const std::string& name) {
@@ -121,6 +125,7 @@ void run_plan(const PlanArgs& args) {
 
   parallel::ResolveOptions ro;
   ro.vocab_parallel_loss = true;  // the trainer's loss consumes vocab-sharded logits
+  ro.log = false;                 // printed below with the rest of the report
   const auto dims = layout.dims();
   const int tp = dims[3];
   const int shard_size = dims[1] * dims[2];
@@ -177,12 +182,15 @@ void run_plan(const PlanArgs& args) {
               layout.describe().c_str(), parallel::to_string(resolved.source));
   std::printf("%s\n", resolved.log_line.c_str());
   if (!applied.empty()) {
+    std::vector<ModuleLine> lines;
+    for (const auto& a : applied) lines.push_back({a.module_path, a.style, a.pattern});
+    if (!args.verbose) lines = group_layers(lines);
     std::size_t width = 6;
-    for (const auto& a : applied) width = std::max(width, a.module_path.size());
+    for (const auto& l : lines) width = std::max(width, l.modules.size());
     std::printf("\n%-*s  %s\n", static_cast<int>(width), "module", "style  [pattern]");
-    for (const auto& a : applied) {
-      std::printf("%-*s  %s  [%s]\n", static_cast<int>(width), a.module_path.c_str(), a.style.c_str(),
-                  a.pattern.c_str());
+    for (const auto& l : lines) {
+      std::printf("%-*s  %s  [%s]\n", static_cast<int>(width), l.modules.c_str(), l.style.c_str(),
+                  l.pattern.c_str());
     }
     std::printf("\nmodules not listed keep whole (replicated) parameters on every tp rank\n");
   }
@@ -207,7 +215,8 @@ void add_plan_command(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand(
       "plan",
-      "Dry run of a run's layout: tessel plan [CONFIG] [overrides...] [--world N] [--json]. "
+      "Dry run of a run's layout: tessel plan [CONFIG] [overrides...] [--world N] [--json] "
+      "[--verbose]. "
       "Validates the mesh, resolves the tensor-parallel plan (custom_parallel_plan, then the "
       "architecture's optimized plan, then the HF plan), and prints each module's style and "
       "every rank's parameter bytes. Problems exit with code 2.");
@@ -217,6 +226,9 @@ void add_plan_command(CLI::App& app) {
                   "number of processes (default: cluster.num_nodes * cluster.gpus_per_node)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "print one JSON object instead of text");
+  cmd->add_flag("--verbose", args->verbose,
+                "list every module on its own line (default: the same module of consecutive "
+                "layers with the same style on one line, e.g. model.layers.{0..15}.mlp.up_proj)");
   cmd->callback([args] { run_plan(*args); });
 }
 

@@ -24,8 +24,8 @@ std::string describe_custom(const config::CustomPlanSpec& spec) {
   return spec.is_inline() ? std::string("an inline mapping") : "'" + spec.reference + "'";
 }
 
-ResolvedPlan finish(ResolvedPlan r) {
-  log::info("{}", r.log_line);
+ResolvedPlan finish(ResolvedPlan r, const ResolveOptions& options) {
+  if (options.log) log::info("{}", r.log_line);
   return r;
 }
 
@@ -42,7 +42,7 @@ ResolvedPlan resolve_parallel_plan(const dist::MeshLayout& mesh, const config::P
                                    "ignored: it only applies with tensor_parallel_size > 1",
                                    describe_custom(*par.custom_parallel_plan))
                      : "tensor-parallel plan: none (tensor_parallel_size is 1)";
-    return finish(std::move(r));
+    return finish(std::move(r), options);
   }
   const std::string sp = par.sequence_parallel ? "on" : "off";
 
@@ -56,7 +56,7 @@ ResolvedPlan resolve_parallel_plan(const dist::MeshLayout& mesh, const config::P
                              "plans are not used because a custom plan takes precedence{}",
                              custom.origin, r.plan.size(), tp,
                              par.sequence_parallel ? " (sequence_parallel is up to the custom plan)" : "");
-    return finish(std::move(r));
+    return finish(std::move(r), options);
   }
 
   std::string optimized_why;
@@ -68,7 +68,7 @@ ResolvedPlan resolve_parallel_plan(const dist::MeshLayout& mesh, const config::P
       r.log_line = fmt::format("tensor-parallel plan: optimized plan for {} (tp {}, sequence parallel {}); no "
                                "custom plan given; the HF plan is the fallback and not needed",
                                arch, tp, sp);
-      return finish(std::move(r));
+      return finish(std::move(r), options);
     } catch (const Error& e) {
       optimized_why = fmt::format("the optimized plan for {} failed to build: {}", arch, e.what());
     }
@@ -85,7 +85,7 @@ ResolvedPlan resolve_parallel_plan(const dist::MeshLayout& mesh, const config::P
     r.log_line = fmt::format("tensor-parallel plan: HF plan from {} (tp {}{}); no custom plan given; {}", hf.origin,
                              tp, par.sequence_parallel ? ", sequence_parallel not supported by HF plans: off" : "",
                              optimized_why);
-    return finish(std::move(r));
+    return finish(std::move(r), options);
   } catch (const UsageError& e) {
     throw UsageError(fmt::format("no tensor-parallel plan for {} with tensor_parallel_size {}: no custom plan "
                                  "given; {}; {}. Set policy.dtensor_cfg.tensor_parallel_size=1, or give a plan with "

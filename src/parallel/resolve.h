@@ -1,8 +1,8 @@
 // Which tensor-parallel plan a run uses (SPEC 3): custom > optimized > HF.
 // Only with tp > 1; a custom plan given with tp == 1 is reported and ignored.
-// Logs exactly one line saying which plan was chosen, from where, and why the
-// earlier ones were not. When none applies: tessel::UsageError suggesting
-// tp 1 or a custom plan.
+// Logs exactly one line (unless ResolveOptions::log is false) saying which
+// plan was chosen, from where, and why the earlier ones were not. When none
+// applies: tessel::UsageError suggesting tp 1 or a custom plan.
 #pragma once
 
 #include <string>
@@ -22,6 +22,9 @@ struct ResolveOptions {
   // The loss is vocab-parallel cross-entropy, so the HF head (`lm_head:
   // colwise_rep`) keeps its logits vocab-sharded instead of gathering them.
   bool vocab_parallel_loss = false;
+  // false: the caller reports ResolvedPlan::log_line itself (`tessel plan`
+  // prints it on stdout; logging it too would show it twice).
+  bool log = true;
 };
 
 struct ResolvedPlan {

@@ -18,6 +18,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using tessel::test_support::run_tessel;
 
 std::string source(const std::string& rel) {
@@ -66,7 +67,45 @@ TEST(PlanCli, TextOutputNamesSourceStylesAndBytes) {
   EXPECT_THAT(r.output, HasSubstr("tp 1, shard 1 (ranks 3)"));
 }
 
-class PlanCliErrors : public ::testing::Test {
+// The line of `output` holding `needle` ("" when none does).
+std::string line_with(const std::string& output, const std::string& needle) {
+  const size_t at = output.find(needle);
+  if (at == std::string::npos) return "";
+  const size_t begin = output.rfind('\n', at) + 1;  // npos + 1 == 0 on the first line
+  return output.substr(begin, output.find('\n', at) - begin);
+}
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(PlanCli, TextGroupsTheLayersOfEachModuleAndVerboseListsThemAll) {
+  const std::string args = "plan " + kRecipe + " " + kLlama8B + " policy.dtensor_cfg.tensor_parallel_size=2";
+  const auto grouped = run_tessel(args);  // stderr too: the plan line must not come twice
+  ASSERT_EQ(grouped.exit_code, 0) << grouped.output;
+  EXPECT_EQ(count_of(grouped.output, "tensor-parallel plan:"), 1u) << grouped.output;
+  // 32 layers of Llama-3.1-8B, every one with the optimized plan's style.
+  for (const char* module : {"self_attn.q_proj", "self_attn.o_proj", "mlp.down_proj"}) {
+    const std::string line = line_with(grouped.output, std::string("model.layers.{0..31}.") + module + " ");
+    EXPECT_THAT(line, HasSubstr("Parallel")) << module << "\n" << grouped.output;
+    EXPECT_EQ(count_of(grouped.output, std::string(".") + module + " "), 1u) << module;
+  }
+  EXPECT_THAT(grouped.output, Not(HasSubstr("model.layers.7.")));
+  EXPECT_THAT(line_with(grouped.output, "lm_head "), HasSubstr("[lm_head]"));
+
+  const auto verbose = run_tessel(args + " --verbose");
+  ASSERT_EQ(verbose.exit_code, 0) << verbose.output;
+  EXPECT_EQ(count_of(verbose.output, "tensor-parallel plan:"), 1u);
+  EXPECT_EQ(count_of(verbose.output, ".self_attn.q_proj "), 32u) << verbose.output;
+  for (int layer : {0, 7, 31}) {
+    EXPECT_THAT(verbose.output, HasSubstr("model.layers." + std::to_string(layer) + ".mlp.down_proj "));
+  }
+  EXPECT_THAT(verbose.output, Not(HasSubstr("{0..31}")));
+}
+
+class PlanCliCustomPlans : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("tessel_plan_cli_" + std::to_string(::getpid()));
@@ -81,7 +120,24 @@ class PlanCliErrors : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TEST_F(PlanCliErrors, BadPlansAndLayoutsExitTwo) {
+TEST_F(PlanCliCustomPlans, ALayerWithItsOwnStyleSplitsItsGroup) {
+  // First match wins: layer 4's up_proj is rowwise, every other layer's colwise.
+  std::ofstream(dir_ / "plans.yaml", std::ios::app) << "layer_four:\n"
+                                                       "  model.layers.4.mlp.up_proj: rowwise\n"
+                                                       "  model.layers.*.mlp.up_proj: colwise\n";
+  const auto r = run_tessel("plan --world 2 " + kLlama8B +
+                            " policy.dtensor_cfg.dp_replicate_size=1 policy.dtensor_cfg.tensor_parallel_size=2 " +
+                            plan("layer_four"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(line_with(r.output, "model.layers.{0..3,5..31}.mlp.up_proj "),
+              HasSubstr("[model.layers.*.mlp.up_proj]"))
+      << r.output;
+  EXPECT_THAT(line_with(r.output, "model.layers.4.mlp.up_proj "), HasSubstr("[model.layers.4.mlp.up_proj]"))
+      << r.output;
+  EXPECT_EQ(count_of(r.output, ".mlp.up_proj "), 2u) << r.output;
+}
+
+TEST_F(PlanCliCustomPlans, BadPlansAndLayoutsExitTwo) {
   const std::string tp2 = " --world 2 policy.dtensor_cfg.dp_replicate_size=1 policy.dtensor_cfg.tensor_parallel_size=2 ";
   auto r = run_tessel("plan" + tp2 + plan("bad_style"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
