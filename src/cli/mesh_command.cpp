@@ -2,7 +2,9 @@
 // builds and validates the device mesh for a world size, and prints every
 // dim's size and every named group's rank lists — a dry run of the layout
 // that needs no MPI and no model, so a bad layout is caught before a job is
-// queued on many machines. Invalid layouts and configs exit with code 2.
+// queued on many machines. With cluster.num_nodes > 1 the text also draws the
+// nodes and which groups cross them (node_picture.h). Invalid layouts and
+// configs exit with code 2.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -17,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/default_config.h"
 #include "cli/mesh_sizes_from_config.h"
+#include "cli/node_picture.h"
 #include "config/loader.h"
 #include "config/parallelism_config.h"
 #include "dist/mesh_layout.h"
@@ -84,6 +87,9 @@ void run_mesh(const MeshArgs& args) {
     print_json(layout, config_path);
   } else {
     print_text(layout, config_path);
+    if (parallel.num_nodes > 1) {
+      std::printf("\n%s", node_picture(layout, parallel.num_nodes).c_str());
+    }
   }
   std::fflush(stdout);
 }

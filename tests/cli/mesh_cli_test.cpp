@@ -1,6 +1,7 @@
 // The built `tessel` program end to end (through popen): `tessel mesh` prints
-// the hand-expected groups, invalid layouts exit 2 with a message naming the
-// value, and `tessel run` starts ranks through mpirun and forwards exit codes.
+// the hand-expected groups (and, on several nodes, which of them cross nodes),
+// invalid layouts exit 2 with a message naming the value, and `tessel run`
+// starts ranks through mpirun and forwards exit codes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 namespace {
 
 using testing::HasSubstr;
+using testing::Not;
 
 using tessel::test_support::Result;
 using tessel::test_support::run_tessel;
@@ -84,6 +86,57 @@ TEST(MeshCli, TextTableListsEveryGroup) {
   for (const char* name : {"tp", "cp", "dp_replicate", "dp_shard", "dp_shard_cp", "dp", "dp_cp"}) {
     EXPECT_THAT(r.output, HasSubstr(std::string("\n") + name + " ")) << name;
   }
+}
+
+// The node picture (cluster.num_nodes > 1), against groups worked out by hand
+// from the row-major layout: rank = replicate * 4 + shard * 2 + tp.
+TEST(MeshCli, TwoNodesShowWhichGroupsCrossThem) {
+  Result r = run_tessel(
+      "mesh cluster.num_nodes=2 cluster.gpus_per_node=4 policy.dtensor_cfg.dp_replicate_size=2 "
+      "policy.dtensor_cfg.tensor_parallel_size=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("nodes: 2 x 4 ranks (node-major)\n"
+                                  "  node 0: ranks 0-3\n"
+                                  "  node 1: ranks 4-7\n"));
+  EXPECT_THAT(r.output, HasSubstr("\ntp:           groups stay inside a node (ranks 0-1 | 2-3 | "
+                                  "4-5 | 6-7)\n"));
+  EXPECT_THAT(r.output, HasSubstr("\ncp:           size 1, no traffic\n"));
+  EXPECT_THAT(r.output, HasSubstr("\ndp_replicate: every group crosses nodes (ranks 0,4 | 1,5 | "
+                                  "2,6 | 3,7)\n"));
+  EXPECT_THAT(r.output, HasSubstr("\ndp_shard:     groups stay inside a node (ranks 0,2 | 1,3 | "
+                                  "4,6 | 5,7)\n"));
+  EXPECT_THAT(r.output, HasSubstr("\ndp:           every group crosses nodes (ranks 0,2,4,6 | "
+                                  "1,3,5,7)\n"));
+}
+
+TEST(MeshCli, NodePictureNamesTheGroupsThatCross) {
+  // 2 nodes of 3 ranks, tp 2: only the tp group {2,3} straddles the boundary.
+  Result r = run_tessel(
+      "mesh cluster.num_nodes=2 cluster.gpus_per_node=3 policy.dtensor_cfg.dp_replicate_size=1 "
+      "policy.dtensor_cfg.tensor_parallel_size=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("\ntp:           1 of 3 groups cross nodes (ranks 2-3)\n"));
+  EXPECT_THAT(r.output, HasSubstr("\ndp_shard:     every group crosses nodes (ranks 0,2,4 | "
+                                  "1,3,5)\n"));
+
+  // Eight replicate groups: the first four shown, then "...".
+  r = run_tessel(
+      "mesh cluster.num_nodes=2 cluster.gpus_per_node=8 policy.dtensor_cfg.dp_replicate_size=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("\ndp_replicate: every group crosses nodes (ranks 0,8 | 1,9 | "
+                                  "2,10 | 3,11 ...)\n"));
+  EXPECT_THAT(r.output, HasSubstr("\ndp_shard:     groups stay inside a node (ranks 0-7 | "
+                                  "8-15)\n"));
+}
+
+TEST(MeshCli, NodePictureOnlyForSeveralNodesThatSplitTheWorld) {
+  Result r = run_tessel("mesh --world 4 cluster.num_nodes=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr("nodes:")));
+  r = run_tessel("mesh --world 6 cluster.num_nodes=4 policy.dtensor_cfg.dp_replicate_size=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("world 6 does not split evenly over cluster.num_nodes=4"));
+  EXPECT_THAT(r.output, Not(HasSubstr("node 0")));
 }
 
 struct InvalidCli {
