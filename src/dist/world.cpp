@@ -5,6 +5,7 @@
 #include "dist/mpi_c.h"
 
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -55,16 +56,31 @@ int launcher_world_size() {
   return 1;
 }
 
+// libtorch's thread count does not reach the BLAS: OpenBLAS (pthreads) runs
+// its own pool, sized by OPENBLAS_NUM_THREADS or else all cores. Measured: a
+// "1-thread" process still ran its GEMMs on both cores of a 2-core machine.
+// Set it too when the library is there (looked up at run time: tessel does
+// not link OpenBLAS itself, libtorch reaches it through libblas).
+void set_blas_threads(int threads) {
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set(threads);
+  }
+}
+
 void set_compute_threads(bool multi_rank) {
   const int requested = env_int("TESSEL_NUM_THREADS", 0);
   if (requested > 0) {
     at::set_num_threads(requested);
+    set_blas_threads(requested);
     return;
   }
   if (!multi_rank) return;  // libtorch's default (honours OMP_NUM_THREADS)
   const int local_ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("MPI_LOCALNRANKS", 1));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(std::max(1, cores / local_ranks));
+  const int threads = std::max(1, cores / local_ranks);
+  at::set_num_threads(threads);
+  set_blas_threads(threads);
 }
 
 CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
