@@ -6,9 +6,10 @@ one compute thread per rank, trained with what a PyTorch user would use:
 
   single   one process
   ddp      DistributedDataParallel over gloo (PyTorch 1.13 or 2.x)
-  fsdp2    torch.distributed.fsdp.fully_shard (PyTorch >= 2.6) over gloo, each
-           decoder layer then the root, gradients reduced with SUM and divided
-           by hand (gloo's AVG was wrong before late 2025, pytorch #162338)
+  fsdp2    torch.distributed.fsdp.fully_shard (PyTorch >= 2.8) over gloo, each
+           decoder layer then the root, with set_force_sum_reduction_for_comms:
+           SUM collectives and FSDP's own scaling to the mean (gloo's AVG was
+           wrong before late 2025, pytorch #162338; gloo has no PREMUL_SUM)
 
 Each step: forward, mean next-token cross-entropy, backward, gradient clipping
 to max_grad_norm, AdamW. Random token batches (seeded per rank). Prints one JSON
@@ -184,9 +185,10 @@ def main():
         for layer in model.layers:
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
-        # SUM, then divide by hand: the mean over ranks without gloo's AVG.
+        # SUM-only collectives with FSDP's own pre/post scaling: never gloo's
+        # AVG (wrong before late 2025) nor PREMUL_SUM (gloo has none).
         for m in [model, *model.layers]:
-            m.set_gradient_divide_factor(1.0) if hasattr(m, "set_gradient_divide_factor") else None
+            m.set_force_sum_reduction_for_comms(True)
     params = [p for p in model.parameters()]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     gen = torch.Generator().manual_seed(1234 + rank)
@@ -200,10 +202,6 @@ def main():
         logits = model(ids[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, vocab), ids[:, 1:].reshape(-1))
         loss.backward()
-        if args.mode == "fsdp2":
-            for p in params:
-                if p.grad is not None:
-                    p.grad.div_(world)
         torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
         opt.step()
         opt.zero_grad(set_to_none=True)

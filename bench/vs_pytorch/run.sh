@@ -10,7 +10,7 @@
 #   torch_1         PyTorch, 1 process                 (peer_llama.py --mode single)
 #   torch_ddp2      PyTorch DDP over gloo, 2 processes (peer_llama.py --mode ddp)
 #   torch2_fsdp2    PyTorch 2.x fully_shard over gloo, 2 processes, SUM reduction
-#                   (only with PYTHON2X=/path/to/python whose torch is >= 2.6)
+#                   (only with PYTHON2X=/path/to/python whose torch is >= 2.8)
 #   base_1, base_fsdp2  the same two tessel runs with another tessel build
 #                   (only with BASELINE_BIN=/path/to/tessel: before/after a change)
 #

@@ -56,6 +56,40 @@ TEST(AdamW, MatchesLibtorchAdamWOverManySteps) {
   EXPECT_EQ(ours.state_bytes(), 2 * (35 + 17) * 4);
 }
 
+TEST(AdamW, FusedAndGeneralPathsMatchLibtorch) {
+  // Contiguous fp32 takes the one-pass kernel; a transposed (strided) fp32
+  // parameter and an fp64 one take the ATen path. All against libtorch.
+  at::manual_seed(11);
+  AdamWOptions o{.lr = 3e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-5};
+  std::vector<at::Tensor> init = {at::randn({300000}), at::randn({7, 5}).t(),
+                                  at::randn({17}, at::kDouble)};
+  std::vector<at::Tensor> ours, ref;
+  for (const auto& t : init) {
+    // clone() keeps the transposed strides of the second tensor.
+    ours.push_back(t.clone().requires_grad_(true));
+    ref.push_back(t.clone().requires_grad_(true));
+  }
+  ASSERT_FALSE(ours[1].is_contiguous());
+  AdamW opt(ours, o);
+  torch::optim::AdamW lib(ref, torch::optim::AdamWOptions(o.lr)
+                                   .betas({o.beta1, o.beta2})
+                                   .eps(o.eps)
+                                   .weight_decay(o.weight_decay));
+  for (int step = 0; step < 6; ++step) {
+    for (size_t i = 0; i < init.size(); ++i) {
+      at::Tensor g = at::randn(init[i].sizes(), init[i].options());
+      ours[i].mutable_grad() = g.clone();
+      ref[i].mutable_grad() = g.clone();
+    }
+    opt.step();
+    lib.step();
+  }
+  for (size_t i = 0; i < init.size(); ++i) {
+    EXPECT_TRUE(at::allclose(ours[i], ref[i], 1e-6, 1e-7)) << "parameter " << i;
+    EXPECT_FALSE(at::equal(ours[i], init[i])) << "parameter " << i << " did not move";
+  }
+}
+
 TEST(AdamW, SkipsParametersWithoutGradient) {
   at::Tensor p = at::ones({4}).requires_grad_(true);
   AdamW opt({p}, AdamWOptions{.lr = 1.0});
