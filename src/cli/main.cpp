@@ -9,6 +9,20 @@
 #include "core/error.h"
 #include "dist/communicator.h"
 
+// jemalloc's settings for the tessel program (it links jemalloc, see
+// CMakeLists.txt), read once at start-up; MALLOC_CONF in the environment
+// still overrides them. Freed pages stay with the process for reuse instead
+// of going back to the OS: a training step frees and re-allocates the same
+// sizes every step, and with jemalloc's default decay each step faulted in
+// about 200 MB again (50,000 page faults a step on one bench-medium process,
+// about 1,000 with these settings). Measured (docs/bench/vs_pytorch.md):
+// FSDP over 2 ranks 1.28-1.42 s/step against 1.52-1.72 s with the default,
+// three interleaved pairs; the peak RSS (VmHWM) rose 4% (855 -> 893 MB).
+extern "C" {
+// NOLINTNEXTLINE: the name and type are jemalloc's interface.
+__attribute__((used)) const char* malloc_conf = "dirty_decay_ms:-1,muzzy_decay_ms:-1";
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"tessel: distributed training of Hugging Face-style language models in C++"};
   app.require_subcommand(1);
