@@ -70,6 +70,17 @@ struct ProgressEngine::Active {
   bool started = false;
 };
 
+bool Progress::resume_if_ready() {
+  if (slot_.request == nullptr) return false;
+  int done = 0;
+  MPI_Test(slot_.request, &done, MPI_STATUS_IGNORE);
+  if (!done) return false;
+  const std::coroutine_handle<> waiting = slot_.waiting;
+  slot_ = RequestSlot{};
+  waiting.resume();
+  return true;
+}
+
 void* Progress::scratch(int64_t bytes) {
   if (engine_ == nullptr) {  // run by a caller's thread
     if (!caller_scratch.defined() || caller_scratch.numel() < bytes) {
@@ -149,13 +160,9 @@ bool ProgressEngine::try_run_on_caller(const CommTask& task) {
   job.start();
   auto last_event = clock::now();
   while (!job.done()) {
-    int done = 0;
-    MPI_Test(progress.slot_.request, &done, MPI_STATUS_IGNORE);
+    const bool resumed = progress.resume_if_ready();
     const auto now = clock::now();
-    if (done) {
-      const std::coroutine_handle<> waiting = progress.slot_.waiting;
-      progress.slot_ = RequestSlot{};
-      waiting.resume();
+    if (resumed) {
       last_event = now;
       continue;
     }
@@ -243,15 +250,8 @@ bool ProgressEngine::advance(Lane& lane) {
       if (a.task.lane->busy.load() & LaneState::kCallerHolds) break;
       start_task(a);
       progressed = true;
-    } else if (a.progress.slot_.request != nullptr) {
-      int done = 0;
-      MPI_Test(a.progress.slot_.request, &done, MPI_STATUS_IGNORE);
-      if (done) {
-        const std::coroutine_handle<> waiting = a.progress.slot_.waiting;
-        a.progress.slot_ = RequestSlot{};
-        waiting.resume();
-        progressed = true;
-      }
+    } else if (a.progress.resume_if_ready()) {
+      progressed = true;
     }
     if (!a.job.valid() || a.job.done()) {
       finish_task(a);

@@ -23,8 +23,8 @@
 // has nothing to overlap. When nothing of its lane is queued or running, the
 // caller's own thread runs such a collective, blocking call or job
 // (try_run_on_caller: no hand-off to the engine and back); otherwise the
-// engine does, in lane order. Requests of
-// other jobs still progress inside a blocking call (MPI drives all of them).
+// engine does, in lane order. Requests of other jobs still progress inside a
+// blocking call (MPI drives all of them).
 // MPI does not match a blocking collective with a nonblocking one, so the
 // choice rests on the form of the call alone, which SPMD code makes the same
 // on every rank (communicator.h). The watchdog bounds blocking calls by the
@@ -59,6 +59,10 @@ class Progress {
  public:
   // `co_await p.wait(request)`: resumes when the request completed.
   RequestAwaiter wait(MPI_Request& request) { return RequestAwaiter{&request, &slot_}; }
+
+  // Tests the request the job is suspended on and resumes the job when it
+  // completed (it runs to its next suspension or its end); false otherwise.
+  bool resume_if_ready();
 
   // The job will post no more MPI calls: the next collective of the same
   // communicator may start now, while this one's transfers finish. Jobs that

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "support/run_tessel.h"
+#include "support/source_tree.h"
 
 namespace {
 
@@ -22,8 +23,7 @@ using ::testing::Not;
 using tessel::test_support::run_tessel;
 
 std::string source(const std::string& rel) {
-  const char* dir = std::getenv("TESSEL_SOURCE_DIR");
-  return std::string(dir ? dir : ".") + "/" + rel;
+  return (tessel::test_support::source_tree() / rel).string();
 }
 
 const std::string kRecipe = source("examples/configs/recipes/llm/sft-llama3.2-1b-2n8g-hsdp.yaml");

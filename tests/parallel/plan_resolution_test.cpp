@@ -18,16 +18,14 @@
 #include "parallel/parallelize.h"
 #include "parallel/pattern.h"
 #include "parallel/resolve.h"
+#include "support/source_tree.h"
 
 namespace tessel::parallel {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string source_dir() {
-  const char* s = std::getenv("TESSEL_SOURCE_DIR");
-  return s ? s : ".";
-}
+std::string source_dir() { return test_support::source_tree().string(); }
 std::string binary_dir() {
   const char* s = std::getenv("TESSEL_BINARY_DIR");
   return s ? s : "";

@@ -19,6 +19,7 @@
 #include "dist/device_mesh.h"
 #include "fsdp/state_dict.h"
 #include "train/trainer.h"
+#include "support/source_tree.h"
 
 namespace tessel::train::testing {
 
@@ -44,10 +45,7 @@ inline std::map<std::string, at::Tensor> full_params(TrainResult& r) {
   return out;
 }
 
-inline std::filesystem::path source_dir() {
-  const char* dir = std::getenv("TESSEL_SOURCE_DIR");
-  return dir ? std::filesystem::path(dir) : std::filesystem::path(".");
-}
+inline std::filesystem::path source_dir() { return test_support::source_tree(); }
 
 class TrainFixture : public ::testing::Test {
  protected:
