@@ -10,6 +10,8 @@
 // from Hugging Face's for that text.
 #pragma once
 
+#include "core/utf8.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +34,6 @@ struct CodePoint {
 };
 
 std::vector<CodePoint> decode_utf8(std::string_view text);
-void append_utf8(std::string& out, char32_t code_point);
 
 CharClass char_class(char32_t code_point);
 

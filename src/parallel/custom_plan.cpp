@@ -8,6 +8,7 @@
 
 #include "config/loader.h"
 #include "core/error.h"
+#include "parallel/python_plan.h"
 
 namespace tessel::parallel {
 
@@ -37,14 +38,36 @@ std::optional<fs::path> find_file(const std::string& rel, const std::vector<std:
   return std::nullopt;
 }
 
-Plan plan_at_key(const fs::path& file, const std::string& key, const std::string& form) {
-  const config::Config root = config::load_yaml_file(file);
-  const config::Config* node = root.find(key);
-  if (node == nullptr) {
-    throw UsageError(fmt::format("custom_parallel_plan ({}): {} has no key '{}' (its top-level keys: {})", form,
-                                 file.string(), key, join(root.keys())));
+bool is_python(const fs::path& file) { return file.extension() == ".py"; }
+
+// A plan file read once: a Python module (read as data) or YAML/JSON.
+struct PlanFile {
+  fs::path path;
+  std::optional<config::PyModule> python;
+  std::optional<config::Config> yaml;
+
+  explicit PlanFile(fs::path p) : path(std::move(p)) {
+    if (is_python(path)) {
+      python = read_python_plan_file(path);
+    } else {
+      yaml = config::load_yaml_file(path);
+    }
   }
-  return plan_from_mapping(*node, fmt::format("{}:{}", file.string(), key));
+  bool has(const std::string& key) const { return python ? python->find(key) != nullptr : yaml->find(key) != nullptr; }
+  std::vector<std::string> keys() const { return python ? python->names() : yaml->keys(); }
+  Plan plan(const std::string& key) const {
+    if (python) return plan_from_python(*python, key);
+    return plan_from_mapping(*yaml->find(key), fmt::format("{}:{}", path.string(), key));
+  }
+};
+
+Plan plan_at_key(const fs::path& file, const std::string& key, const std::string& form) {
+  const PlanFile plan_file(file);
+  if (!plan_file.has(key)) {
+    throw UsageError(fmt::format("custom_parallel_plan ({}): {} has no {} '{}' (it defines: {})", form, file.string(),
+                                 is_python(file) ? "module-level name" : "key", key, join(plan_file.keys())));
+  }
+  return plan_file.plan(key);
 }
 
 CustomPlan load_plugin(const std::string& ref, const std::vector<std::string>& dirs) {
@@ -88,7 +111,7 @@ CustomPlan load_plugin(const std::string& ref, const std::vector<std::string>& d
 CustomPlan load_file_key(const std::string& ref, const std::vector<std::string>& dirs) {
   const auto colon = ref.rfind(':');
   const std::string file = ref.substr(0, colon), key = ref.substr(colon + 1);
-  const std::string form = "file 'path/plan.yaml:name'";
+  const std::string form = "file 'path/plan.py:name' or 'path/plan.yaml:name'";
   if (key.empty()) throw UsageError(fmt::format("custom_parallel_plan '{}' ({}): no key after ':'", ref, form));
   std::vector<std::string> tried;
   auto path = find_file(file, dirs, tried);
@@ -113,25 +136,51 @@ CustomPlan load_dotted(const std::string& ref, const std::vector<std::string>& d
   }
   if (parts.size() < 2) {
     throw UsageError(fmt::format("custom_parallel_plan '{}': not a plan reference. Use an inline mapping, "
-                                 "'a.b.c.name' (file a/b/c.yaml, key name), 'path/plan.yaml:name' or "
+                                 "'a.b.c.name' (file a/b/c.py or a/b/c.yaml, name), 'path/plan.py:name', 'path/plan.yaml:name' or "
                                  "'path/libplan.so:symbol'", ref));
   }
   std::vector<std::string> tried;
-  // Longest file path first: a.b.c.name -> a/b/c.yaml key name, then a/b.yaml key c.name, ...
+  std::vector<std::string> without_key;  // files found that do not define the name
+  // Longest file path first: a.b.c.name -> a/b/c.py or a/b/c.yaml key name,
+  // then a/b.yaml key c.name, ... At one path the Python module wins over
+  // YAML and JSON, as the reference reads only .py files; a file without the
+  // name is passed over.
   for (std::size_t n = parts.size() - 1; n >= 1; --n) {
     std::string rel, key;
     for (std::size_t i = 0; i < parts.size(); ++i) {
       std::string& s = i < n ? rel : key;
       s += (s.empty() ? "" : (i < n ? "/" : ".")) + parts[i];
     }
-    for (const char* ext : {".yaml", ".yml", ".json"}) {
-      if (auto path = find_file(rel + ext, dirs, tried)) {
-        return CustomPlan{plan_at_key(*path, key, form), fmt::format("{} (key '{}')", path->string(), key)};
+    std::optional<PlanFile> chosen;
+    std::vector<std::string> shadowed;
+    for (const char* ext : {".py", ".yaml", ".yml", ".json"}) {
+      // A Python module binds plain names only: a.b.py has no 'c.name'.
+      if (std::string(ext) == ".py" && key.find('.') != std::string::npos) continue;
+      auto path = find_file(rel + ext, dirs, tried);
+      if (!path) continue;
+      PlanFile file(*path);
+      if (!file.has(key)) {
+        without_key.push_back(fmt::format("{} (defines: {})", path->string(), join(file.keys())));
+      } else if (!chosen) {
+        chosen.emplace(std::move(file));
+      } else {
+        shadowed.push_back(path->filename().string());
       }
     }
+    if (chosen) {
+      const std::string note =
+          shadowed.empty() ? "" : fmt::format("; {} also defines it and is not used: {} wins", join(shadowed),
+                                              chosen->path.extension().string());
+      return CustomPlan{chosen->plan(key), fmt::format("{} ({} '{}'{})", chosen->path.string(),
+                                                        chosen->python ? "name" : "key", key, note)};
+    }
+  }
+  if (!without_key.empty()) {
+    throw UsageError(fmt::format("custom_parallel_plan '{}' ({}): no plan file defines '{}': {}", ref, form,
+                                 parts.back(), join(without_key, "; ")));
   }
   throw UsageError(fmt::format("custom_parallel_plan '{}' ({}): no plan file found; looked at {}. Set "
-                               "TESSEL_PLAN_PATH or give 'path/plan.yaml:name'", ref, form, join(tried)));
+                               "TESSEL_PLAN_PATH or give 'path/plan.py:name'", ref, form, join(tried)));
 }
 
 }  // namespace

@@ -1,9 +1,16 @@
 // Loading `custom_parallel_plan` (SPEC 3, priority 1) in its four forms:
 //   inline mapping        pattern -> style string, written in the config;
-//   a.b.c.name            file a/b/c.yaml (or .yml, .json) and its top-level
-//                         key `name`, like a Python import; shorter files with
-//                         a dotted key path are tried too (a/b.yaml, `c.name`);
-//   path/plan.yaml:name   that file, key `name` (a dotted key path);
+//   a.b.c.name            like a Python import: the module a/b/c.py (read as
+//                         data, python_plan.h) and its name `name`, or the
+//                         file a/b/c.yaml (or .yml, .json) and its top-level
+//                         key `name`; when several of these exist and define
+//                         the name, .py wins, then .yaml, .yml, .json (the
+//                         origin says which was passed over). Shorter YAML
+//                         files with a dotted key path are tried too
+//                         (a/b.yaml, `c.name`);
+//   path/plan.py:name,
+//   path/plan.yaml:name   that file, the name / key `name` (a dotted key path
+//                         in YAML);
 //   path/libplan.so:sym   a compiled plugin: dlopen, then
 //                         `extern "C" void sym(tessel::parallel::Plan*)`.
 // Relative files are searched in the config file's directory, the working

@@ -138,8 +138,14 @@ TEST(Resolve, CustomDottedPathFindsTheExampleVerbatim) {
       config::CustomPlanSpec{"examples.custom_parallel.custom_parallel.custom_parallel_plan", std::nullopt};
   ResolvedPlan r = resolve_for(par, config_with("LlamaForCausalLM"));
   EXPECT_EQ(r.source, PlanSource::Custom);
-  EXPECT_TRUE(has_entry(r.plan, "model.layers.*.self_attn.q_proj", "colwise"));
-  EXPECT_NE(r.log_line.find("custom_parallel.yaml"), std::string::npos) << r.log_line;
+  // The reference's .py module wins over the YAML file of the same name.
+  ASSERT_FALSE(r.plan.empty());
+  EXPECT_EQ(r.plan.entries[1].pattern, "model.layers.*.self_attn.q_proj");
+  ASSERT_NE(r.plan.entries[1].style, nullptr);
+  EXPECT_EQ(r.plan.entries[1].style->describe(), "ColwiseParallel(input=Replicate, output=Shard(-1))");
+  EXPECT_NE(r.log_line.find("custom_parallel.py"), std::string::npos) << r.log_line;
+  EXPECT_NE(r.log_line.find("custom_parallel.yaml also defines it and is not used: .py wins"), std::string::npos)
+      << r.log_line;
 }
 
 TEST(Resolve, CustomFileColonKeyAndErrors) {
@@ -164,6 +170,7 @@ TEST(Resolve, CustomFileColonKeyAndErrors) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("dotted path"), std::string::npos) << msg;
     EXPECT_NE(msg.find("no/such/plan_file.yaml"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("no/such/plan_file.py"), std::string::npos) << msg;
   }
 }
 

@@ -1,7 +1,7 @@
 // The trainer under tensor parallelism at 4 ranks, in one launch: the same
 // tied-embedding model (tiny-qwen2) and data trained for 10 steps on one
-// process, on TP 2 with each plan source (optimized, HF fallback, the seed's
-// custom plan) and on TP 2 x FSDP 2 gives the same loss and gradient norm per
+// process, on TP 2 with each plan source (optimized, HF fallback, custom
+// plans in YAML and in the reference's Python format) and on TP 2 x FSDP 2 gives the same loss and gradient norm per
 // step (SPEC 8) and the same final parameters. Every other family's optimized
 // plan trains alike, with and without sequence parallelism. Checkpoints written under
 // TP 2 x FSDP 2 resume on one process and on TP 2 (another mesh) and continue
@@ -101,10 +101,12 @@ TEST_F(TpTrainingParity, EveryPlanSourceAndTpTimesFsdpMatchOneProcess) {
 
   expect_same_steps(run(2, 2).steps, ref.steps, "tp2 optimized");
   expect_same_steps(run(2, 2, {"policy.dtensor_cfg.sequence_parallel=true"}).steps, ref.steps, "tp2 optimized+sp");
+  // The seed's dotted path names custom_parallel.py (it wins over the YAML
+  // file of the same name; both are run, see PythonPlanFilesMatchOneProcess).
   expect_same_steps(run(2, 2, {"policy.dtensor_cfg.custom_parallel_plan="
-                               "examples.custom_parallel.custom_parallel.custom_parallel_plan"})
+                               "examples/custom_parallel/custom_parallel.yaml:custom_parallel_plan"})
                         .steps,
-                    ref.steps, "tp2 seed custom plan");
+                    ref.steps, "tp2 YAML custom plan");
   {
     // No optimized plan registered: resolution falls back to the HF plan.
     const auto builder = parallel::find_optimized_plan("Qwen2ForCausalLM");
@@ -138,6 +140,20 @@ TEST_F(TpTrainingParity, EveryPlanSourceAndTpTimesFsdpMatchOneProcess) {
   }
   dist::world()->barrier();
   if (dist::world()->rank() == 0) fs::remove_all(ckpt);
+}
+
+// The reference's plan format: each plan of examples/custom_parallel/
+// custom_parallel.py (plain Megatron, output projections that gather instead
+// of summing, sequence parallel by keyword inputs), selected by the seed's
+// dotted path, at TP 2 and TP 2 x FSDP 2.
+TEST_F(TpTrainingParity, PythonPlanFilesMatchOneProcess) {
+  const TrainResult ref = run(1, 1);
+  for (const char* plan : {"custom_parallel_plan", "gathered_output_projections", "sequence_parallel_plan"}) {
+    const std::string choice =
+        std::string("policy.dtensor_cfg.custom_parallel_plan=examples.custom_parallel.custom_parallel.") + plan;
+    expect_same_steps(run(2, 2, {choice}).steps, ref.steps, std::string("tp2 ") + plan);
+    expect_same_steps(run(4, 2, {choice}).steps, ref.steps, std::string("tp2 x fsdp2 ") + plan);
+  }
 }
 
 TEST_F(TpTrainingParity, EveryFamilysOptimizedPlanWithAndWithoutSequenceParallel) {
