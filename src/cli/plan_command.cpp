@@ -17,6 +17,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
+#include <thread>
+#include <variant>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -25,7 +28,10 @@
 #include "cli/commands.h"
 #include "cli/default_config.h"
 #include "cli/layer_groups.h"
+#include "cli/machine_probe.h"
 #include "cli/mesh_sizes_from_config.h"
+#include "cli/step_prediction.h"
+#include "cli/traffic_model.h"
 #include "config/loader.h"
 #include "config/parallelism_config.h"
 #include "core/error.h"
@@ -38,6 +44,7 @@
 #include "parallel/parallelize.h"
 #include "parallel/resolve.h"
 #include "tensor/chunking.h"
+#include "train/train_options.h"
 
 namespace tessel::cli {
 
@@ -48,6 +55,11 @@ struct PlanArgs {
   int64_t world = 0;  // 0: cluster.num_nodes * cluster.gpus_per_node
   bool json = false;
   bool verbose = false;  // one line per module instead of one per group of layers
+  // --predict and the cluster it describes (0: measured on this machine).
+  bool predict = false;
+  double inter_gbit_s = 0, intra_gbit_s = 0, latency_us = -1, gflops = 0;
+  double core_share = 0;  // of one core per rank; 0: ranks_per_node over this machine's cores
+  std::string collectives = "direct";
 };
 
 models::ModelConfig model_config_of(const std::string& name) {
@@ -60,6 +72,7 @@ using Shapes = std::vector<std::vector<int64_t>>;
 
 struct TpRankView {
   Shapes shapes;
+  std::vector<NamedShape> named;  // the same, with parameter names
   std::vector<parallel::AppliedStyle> applied;
   int64_t model_elements = 0;  // of the whole model, before the plan
 };
@@ -91,6 +104,11 @@ TpRankView apply_as_tp_rank(const models::ModelConfig& config, const parallel::R
     view.applied = std::move(result.applied);
   }
   view.shapes = parameter_shapes(*model);
+  std::set<const void*> seen;
+  for (const auto& item : model->named_parameters()) {
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
+    view.named.push_back(NamedShape{item.key(), {item.value().sizes().begin(), item.value().sizes().end()}});
+  }
   return view;
 }
 
@@ -111,6 +129,55 @@ RankBytes fsdp_share(const Shapes& shapes, int shard_size, int shard_rank) {
     b.padded_bytes += (dim0 + shard_size - 1) / shard_size * row * 4;
   }
   return b;
+}
+
+// The cluster --predict describes: nodes and ranks per node from the config
+// (cluster.num_nodes; the world split evenly over them), rates as given or
+// measured on this machine.
+ClusterDescription describe_cluster(const PlanArgs& args, const config::ParallelismConfig& par, int world) {
+  ClusterDescription c;
+  c.nodes = static_cast<int>(par.num_nodes);
+  if (c.nodes < 1 || world % c.nodes != 0) {
+    throw UsageError(fmt::format("--predict: {} ranks do not split evenly over cluster.num_nodes={}; set "
+                                 "cluster.num_nodes and cluster.gpus_per_node (or --world) to match",
+                                 world, par.num_nodes));
+  }
+  c.ranks_per_node = world / c.nodes;
+  const MachineProbe m = probe_machine();
+  c.base_rss_bytes = m.base_rss_bytes;
+  std::vector<std::string> measured;
+  c.gflops = args.gflops > 0 ? args.gflops : (measured.push_back("compute"), m.gemm_gflops);
+  // Shared-memory transfers copy twice (into the segment and out).
+  c.intra_gbit_s = args.intra_gbit_s > 0 ? args.intra_gbit_s : (measured.push_back("intra-node"), m.copy_gbytes_s * 8 / 2);
+  c.inter_gbit_s = args.inter_gbit_s > 0 ? args.inter_gbit_s
+                                         : (measured.push_back("inter-node (TCP loopback)"), m.tcp_gbytes_s * 8);
+  c.latency_us = args.latency_us >= 0 ? args.latency_us : 20;
+  c.algorithm = args.collectives == "ring" ? CollectiveAlgorithm::Ring : CollectiveAlgorithm::Direct;
+  c.source = measured.empty() ? "as given" : "measured on this machine: " + fmt::format("{}", fmt::join(measured, ", "));
+  return c;
+}
+
+void print_prediction(const ClusterDescription& c, const LayoutPrediction& p, const Recommendation& r) {
+  auto gb = [](int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); };
+  std::printf("\nprediction for %d node(s) x %d rank(s): inter-node %.3g Gbit/s per node link, intra-node %.3g "
+              "Gbit/s per rank, %.0f us per collective, %s collectives, %.3g GFLOP/s per rank (%s)\n",
+              c.nodes, c.ranks_per_node, c.inter_gbit_s, c.intra_gbit_s, c.latency_us,
+              c.algorithm == CollectiveAlgorithm::Ring ? "ring" : "direct", c.gflops, c.source.c_str());
+  std::printf("  memory per rank (largest): sharded state %.3f GiB + unsharded peak %.3f GiB + activations %.3f GiB"
+              " + runtime %.3f GiB = %.3f GiB\n",
+              gb(p.state_bytes), gb(p.unsharded_peak_bytes), gb(p.activation_bytes), gb(c.base_rss_bytes),
+              gb(p.rss_bytes));
+  std::printf("  bytes per step (all ranks):\n");
+  for (const auto& [group, b] : p.bytes) {
+    std::printf("    %-12s same node %10.1f MB   other nodes %10.1f MB\n", group.c_str(),
+                static_cast<double>(b.same_node) / 1e6, static_cast<double>(b.other_node) / 1e6);
+  }
+  std::printf("  step: compute %.3f s, inter-node %.3f s, intra-node %.3f s, latency %.3f s -> %.3f s without "
+              "overlap, %.3f s with\n",
+              p.compute_s, p.inter_s, p.intra_s, p.latency_s, p.step_s_no_overlap, p.step_s_overlap);
+  std::printf("  dp_replicate_size:");
+  for (const auto& cand : r.candidates) std::printf("  %d -> %.3f s", cand.dp_replicate, cand.step_s_overlap);
+  std::printf("\nrecommend %s\n", r.reason.c_str());
 }
 
 void run_plan(const PlanArgs& args) {
@@ -158,6 +225,45 @@ void run_plan(const PlanArgs& args) {
   }
   const auto& applied = views.front().applied;
 
+  std::optional<Recommendation> prediction;
+  ClusterDescription cluster;
+  if (args.predict) {
+    cluster = describe_cluster(args, par, layout.world_size());
+    const train::TrainOptions t = train::train_options_from(cfg);
+    if (args.gflops <= 0) {
+      // Time the model's own micro batch here; ranks sharing cores get a share.
+      const double share = args.core_share > 0
+                               ? args.core_share
+                               : std::min(1.0, static_cast<double>(std::max(1u, std::thread::hardware_concurrency())) /
+                                                   cluster.ranks_per_node);
+      if (auto s = measure_micro_batch_compute_s(model_config, tp, t.micro_batch_size, t.max_seq_len)) {
+        cluster.micro_batch_compute_s = *s / share;
+        cluster.source += fmt::format("; compute: this model's micro batch timed here ({:.3f} s on one core, "
+                                      "{:.2g} of a core per rank)", *s, share);
+      }
+    }
+    StepShape step;
+    step.micro_batch = t.micro_batch_size;
+    step.seq_len = t.max_seq_len;
+    const int64_t dp = static_cast<int64_t>(dims[0]) * dims[1];
+    step.micro_batches = static_cast<int>(std::max<int64_t>(1, t.global_batch_size / (t.micro_batch_size * dp)));
+    const bool* reshard = std::get_if<bool>(&t.reshard_after_forward);
+    step.reshard_after_forward = reshard == nullptr || *reshard;
+    step.reduce_scatter_each_micro_batch = !par.accumulate_unsharded_grads;
+    step.activation_checkpointing = t.activation_checkpointing;
+    step.param_element_bytes = t.precision == "float32" ? 4 : 2;
+    std::vector<std::vector<NamedShape>> named;
+    for (const auto& v : views) named.push_back(v.named);
+    prediction = recommend(layout, named, model_config, cluster, step);
+  }
+  // The prediction for this run's own dp_replicate_size.
+  const auto this_layout = [&]() -> const LayoutPrediction& {
+    for (const auto& c : prediction->candidates) {
+      if (c.dp_replicate == dims[0]) return c;
+    }
+    return prediction->candidates.front();
+  };
+
   if (args.json) {
     nlohmann::json out;
     out["config"] = path;
@@ -173,6 +279,24 @@ void run_plan(const PlanArgs& args) {
     out["model_param_elements"] = model_elements;
     out["model_param_bytes"] = model_elements * 4;
     out["ranks"] = ranks;
+    if (prediction) {
+      nlohmann::json candidates = nlohmann::json::array();
+      for (const auto& c : prediction->candidates) candidates.push_back(to_json(c));
+      out["prediction"] = {{"cluster",
+                            {{"nodes", cluster.nodes},
+                             {"ranks_per_node", cluster.ranks_per_node},
+                             {"inter_node_gbit_s", cluster.inter_gbit_s},
+                             {"intra_node_gbit_s", cluster.intra_gbit_s},
+                             {"latency_us", cluster.latency_us},
+                             {"collectives", cluster.algorithm == CollectiveAlgorithm::Ring ? "ring" : "direct"},
+                             {"gflops_per_rank", cluster.gflops},
+                             {"base_rss_bytes", cluster.base_rss_bytes},
+                             {"source", cluster.source}}},
+                           {"this_layout", to_json(this_layout())},
+                           {"candidates", candidates},
+                           {"recommended_dp_replicate_size", prediction->recommended_dp_replicate},
+                           {"recommendation", prediction->reason}};
+    }
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
@@ -207,6 +331,7 @@ void run_plan(const PlanArgs& args) {
                 static_cast<long long>(r["param_bytes"].get<int64_t>()),
                 static_cast<long long>(r["padded_param_bytes"].get<int64_t>()));
   }
+  if (prediction) print_prediction(cluster, this_layout(), *prediction);
 }
 
 }  // namespace
@@ -229,6 +354,26 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--verbose", args->verbose,
                 "list every module on its own line (default: the same module of consecutive "
                 "layers with the same style on one line, e.g. model.layers.{0..15}.mlp.up_proj)");
+  cmd->add_flag("--predict", args->predict,
+                "predict memory per rank, bytes per step by link class and step time on the cluster that "
+                "cluster.num_nodes describes, and recommend dp_replicate_size (rates measured here unless given)");
+  cmd->add_option("--inter-node-gbit", args->inter_gbit_s, "--predict: each node link's rate, Gbit/s")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--intra-node-gbit", args->intra_gbit_s, "--predict: a rank's rate to its node's peers, Gbit/s")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--latency-us", args->latency_us, "--predict: latency per collective, microseconds (default 20)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gflops", args->gflops,
+                  "--predict: compute rate per rank, GFLOP/s (default: time this model's micro batch here)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--collectives", args->collectives,
+                  "--predict: direct (this build's MPI collectives, what its counters count) or ring (a device "
+                  "cluster's NCCL rings)")
+      ->check(CLI::IsMember({"direct", "ring"}));
+  cmd->add_option("--core-share", args->core_share,
+                  "--predict, timed here: the share of a core each rank gets (default: this machine's cores over "
+                  "ranks per node, at most 1; pretend nodes on one machine share its cores: cores / world)")
+      ->check(CLI::Range(0.01, 1.0));
   cmd->callback([args] { run_plan(*args); });
 }
 

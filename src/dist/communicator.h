@@ -45,9 +45,20 @@ constexpr int kNumCollectiveKinds = 6;
 
 // How many collectives of each kind this communicator ran, and how many bytes
 // each rank sent into them. FSDP tests assert collective counts per step.
+//
+// sent_same_node / sent_other_node: the bytes this rank's collectives send to
+// peers on its own node and on other nodes (node_map.h), as the algorithms
+// tessel asks MPI for move them when every rank sends its part directly to
+// the ranks that need it (all-gather: its shard to every peer; reduce-scatter
+// and all-to-all: chunk j to rank j; all-reduce: a reduce-scatter then an
+// all-gather; broadcast: the root to every peer). What crosses a link is
+// then these figures plus protocol headers; scripts/cluster reads the links'
+// own counters to check them.
 struct CollectiveCounters {
   int64_t calls[kNumCollectiveKinds] = {};
   int64_t bytes[kNumCollectiveKinds] = {};
+  int64_t sent_same_node[kNumCollectiveKinds] = {};
+  int64_t sent_other_node[kNumCollectiveKinds] = {};
   int64_t count(CollectiveKind k) const { return calls[static_cast<int>(k)]; }
 };
 

@@ -18,14 +18,27 @@ const char* to_string(CollectiveKind kind) {
 }
 
 CommunicatorBase::CommunicatorBase(int rank, std::vector<int> world_ranks,
-                                   const std::string& name, std::chrono::milliseconds timeout)
+                                   const std::string& name, std::chrono::milliseconds timeout,
+                                   std::shared_ptr<const NodeMap> nodes)
     : rank_(rank),
       world_ranks_(std::move(world_ranks)),
       name_(name == "world" ? name : format_group_name(name, world_ranks_)),
-      timeout_ms_(timeout.count()) {
+      timeout_ms_(timeout.count()),
+      nodes_(std::move(nodes)) {
   TESSEL_CHECK(rank_ >= 0 && rank_ < static_cast<int>(world_ranks_.size()),
                "communicator '{}': rank {} outside group of size {}", name_, rank_,
                world_ranks_.size());
+  member_on_my_node_.assign(world_ranks_.size(), 1);
+  if (nodes_) {
+    const int me = world_ranks_[static_cast<std::size_t>(rank_)];
+    for (std::size_t r = 0; r < world_ranks_.size(); ++r) {
+      member_on_my_node_[r] = nodes_->same_node(me, world_ranks_[r]) ? 1 : 0;
+    }
+  }
+  for (std::size_t r = 0; r < world_ranks_.size(); ++r) {
+    if (static_cast<int>(r) == rank_) continue;
+    (member_on_my_node_[r] ? peers_same_node_ : peers_other_node_) += 1;
+  }
 }
 
 void CommunicatorBase::set_timeout(std::chrono::milliseconds timeout) {
@@ -41,6 +54,8 @@ CollectiveCounters CommunicatorBase::counters() const {
   for (int i = 0; i < kNumCollectiveKinds; ++i) {
     c.calls[i] = calls_[i].load(std::memory_order_relaxed);
     c.bytes[i] = bytes_[i].load(std::memory_order_relaxed);
+    c.sent_same_node[i] = sent_same_node_[i].load(std::memory_order_relaxed);
+    c.sent_other_node[i] = sent_other_node_[i].load(std::memory_order_relaxed);
   }
   return c;
 }
@@ -49,7 +64,27 @@ void CommunicatorBase::reset_counters() {
   for (int i = 0; i < kNumCollectiveKinds; ++i) {
     calls_[i].store(0, std::memory_order_relaxed);
     bytes_[i].store(0, std::memory_order_relaxed);
+    sent_same_node_[i].store(0, std::memory_order_relaxed);
+    sent_other_node_[i].store(0, std::memory_order_relaxed);
   }
+}
+
+void CommunicatorBase::record_sends_to_each_peer(CollectiveKind kind, int64_t bytes) {
+  const int k = static_cast<int>(kind);
+  sent_same_node_[k].fetch_add(bytes * peers_same_node_, std::memory_order_relaxed);
+  sent_other_node_[k].fetch_add(bytes * peers_other_node_, std::memory_order_relaxed);
+}
+
+void CommunicatorBase::record_sends(CollectiveKind kind, const std::vector<int64_t>& bytes_to_member) {
+  TESSEL_CHECK(bytes_to_member.size() == world_ranks_.size(), "communicator '{}': {} send sizes for {} members",
+               name_, bytes_to_member.size(), world_ranks_.size());
+  int64_t same = 0, other = 0;
+  for (std::size_t r = 0; r < bytes_to_member.size(); ++r) {
+    if (static_cast<int>(r) == rank_) continue;
+    (member_on_my_node_[r] ? same : other) += bytes_to_member[r];
+  }
+  sent_same_node_[static_cast<int>(kind)].fetch_add(same, std::memory_order_relaxed);
+  sent_other_node_[static_cast<int>(kind)].fetch_add(other, std::memory_order_relaxed);
 }
 
 void CommunicatorBase::record(CollectiveKind kind, int64_t bytes) {

@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/node_map.h"
 
 namespace tessel::dist {
 
@@ -16,8 +18,9 @@ class CommunicatorBase : public Communicator {
  public:
   // `name` is the caller's group name; name() returns it with the member ranks
   // appended (see group_name.h), except for the world group, named "world".
+  // `nodes`: where every world rank runs (null: all on one node).
   CommunicatorBase(int rank, std::vector<int> world_ranks, const std::string& name,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, std::shared_ptr<const NodeMap> nodes = nullptr);
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(world_ranks_.size()); }
@@ -32,8 +35,14 @@ class CommunicatorBase : public Communicator {
   CollectiveCounters counters() const override;
   void reset_counters() override;
 
+  const std::shared_ptr<const NodeMap>& node_map() const { return nodes_; }
+
  protected:
   void record(CollectiveKind kind, int64_t bytes);
+  // Bytes sent by this rank: the same amount to every other member, or
+  // bytes_to_member[r] to group rank r (this rank's own entry is ignored).
+  void record_sends_to_each_peer(CollectiveKind kind, int64_t bytes);
+  void record_sends(CollectiveKind kind, const std::vector<int64_t>& bytes_to_member);
 
  private:
   int rank_;
@@ -42,6 +51,11 @@ class CommunicatorBase : public Communicator {
   std::atomic<int64_t> timeout_ms_;
   std::atomic<int64_t> calls_[kNumCollectiveKinds] = {};
   std::atomic<int64_t> bytes_[kNumCollectiveKinds] = {};
+  std::shared_ptr<const NodeMap> nodes_;
+  std::vector<char> member_on_my_node_;  // by group rank
+  int64_t peers_same_node_ = 0, peers_other_node_ = 0;
+  std::atomic<int64_t> sent_same_node_[kNumCollectiveKinds] = {};
+  std::atomic<int64_t> sent_other_node_[kNumCollectiveKinds] = {};
 };
 
 }  // namespace tessel::dist

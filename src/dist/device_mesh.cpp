@@ -36,4 +36,10 @@ int DeviceMesh::coordinate(std::string_view name) const {
   return layout_.rank_in_group(name, world_->rank());
 }
 
+std::vector<std::pair<std::string, CommunicatorPtr>> DeviceMesh::communicators() const {
+  std::vector<std::pair<std::string, CommunicatorPtr>> out = {{"world", world_}};
+  for (const auto& [name, group] : groups_) out.emplace_back(name, group);
+  return out;
+}
+
 }  // namespace tessel::dist

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <map>
+#include <utility>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -36,6 +38,8 @@ class DeviceMesh {
   // This rank's position in its group of that name; for a single dim ("tp",
   // "dp_shard", ...) that is its coordinate along the dim.
   int coordinate(std::string_view name) const;
+  // The world and every group's communicator, by name, in a fixed order.
+  std::vector<std::pair<std::string, CommunicatorPtr>> communicators() const;
 
  private:
   MeshLayout layout_;

@@ -91,8 +91,9 @@ CommJob pipelined_reduce(Progress& p, MPI_Comm comm, const MpiMoveType& mt, cons
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, int rank, std::vector<int> world_ranks,
-                                 const std::string& name, std::chrono::milliseconds timeout)
-    : CommunicatorBase(rank, std::move(world_ranks), name, timeout),
+                                 const std::string& name, std::chrono::milliseconds timeout,
+                                 std::shared_ptr<const NodeMap> nodes)
+    : CommunicatorBase(rank, std::move(world_ranks), name, timeout, std::move(nodes)),
       comm_(comm),
       lane_(std::make_shared<LaneState>()) {}
 
@@ -150,6 +151,7 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& out, const at::Tensor& in,
   check_cpu("all_gather", name(), out, "out");
   check_cpu("all_gather", name(), in, "in");
   record(CollectiveKind::AllGather, static_cast<int64_t>(in.nbytes()));
+  record_sends_to_each_peer(CollectiveKind::AllGather, static_cast<int64_t>(in.nbytes()));
   const MpiMoveType mt = mpi_move_type(in.scalar_type());
   const int count = mpi_count(in.numel() * mt.units_per_element, "all_gather", name());
   mpi_count(out.numel() * mt.units_per_element, "all_gather", name());
@@ -187,6 +189,7 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& out, const at::Tensor&
   check_cpu("reduce_scatter", name(), out, "out");
   check_cpu("reduce_scatter", name(), in, "in");
   record(CollectiveKind::ReduceScatter, static_cast<int64_t>(in.nbytes()));
+  record_sends_to_each_peer(CollectiveKind::ReduceScatter, static_cast<int64_t>(out.nbytes()));  // chunk j to rank j
   const MPI_Datatype reduce_type = mpi_reduce_type(in.scalar_type());
   const bool native_ok = reduce_type != MPI_DATATYPE_NULL && !bytes_overlap(out, in);
   const auto algorithm = resolve(algorithms().reduce_scatter, native_ok,
@@ -258,6 +261,13 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op, bool 
     displs[j] = static_cast<int>(offsets[j] * mt.units_per_element);
   }
   const int64_t my_elements = lengths[me];
+  {
+    // Chunk j to its owner j, then this rank's reduced chunk to everyone.
+    std::vector<int64_t> sends(group_size);
+    const int64_t esize = static_cast<int64_t>(tensor.element_size());
+    for (int j = 0; j < group_size; ++j) sends[j] = (lengths[j] + my_elements) * esize;
+    record_sends(CollectiveKind::AllReduce, sends);
+  }
   std::function<void()> blocking;
   if (blocking_native) {
     blocking = [=] {
@@ -298,6 +308,7 @@ WorkPtr MpiCommunicator::all_to_all(const at::Tensor& out, const at::Tensor& in,
   check_cpu("all_to_all", name(), out, "out");
   check_cpu("all_to_all", name(), in, "in");
   record(CollectiveKind::AllToAll, static_cast<int64_t>(in.nbytes()));
+  record_sends_to_each_peer(CollectiveKind::AllToAll, static_cast<int64_t>(in.nbytes()) / size());
   const MpiMoveType mt = mpi_move_type(in.scalar_type());
   mpi_count(in.numel() * mt.units_per_element, "all_to_all", name());
   const int count = static_cast<int>(in.numel() / size() * mt.units_per_element);
@@ -326,6 +337,7 @@ WorkPtr MpiCommunicator::broadcast(const at::Tensor& tensor, int root, bool call
   check_broadcast(name(), size(), tensor, root);
   check_cpu("broadcast", name(), tensor, "tensor");
   record(CollectiveKind::Broadcast, static_cast<int64_t>(tensor.nbytes()));
+  if (rank() == root) record_sends_to_each_peer(CollectiveKind::Broadcast, static_cast<int64_t>(tensor.nbytes()));
   const MpiMoveType mt = mpi_move_type(tensor.scalar_type());
   const int count = mpi_count(tensor.numel() * mt.units_per_element, "broadcast", name());
   MPI_Comm comm = comm_;
@@ -367,6 +379,7 @@ CommunicatorPtr MpiCommunicator::split(int color, int key, const std::string& na
   const int group_size = size();
   const int world_rank = world_ranks()[rank()];
   const auto timeout = this->timeout();
+  const auto nodes = node_map();
   MPI_Comm comm = comm_;
   // The colors and keys travel first through a nonblocking all-gather, so a
   // dead peer ends in the timeout message rather than a hang in the blocking
@@ -391,7 +404,7 @@ CommunicatorPtr MpiCommunicator::split(int color, int key, const std::string& na
       world_ranks.push_back(all[3 * r + 2]);
     }
     *result = std::make_shared<MpiCommunicator>(sub, sub_rank, std::move(world_ranks), name,
-                                                timeout);
+                                                timeout, nodes);
   })->wait();
   return *result;
 }

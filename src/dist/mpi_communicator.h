@@ -24,7 +24,7 @@ class MpiCommunicator : public CommunicatorBase {
   // Takes ownership of `comm` (freed on the communication thread when this
   // object goes away). `rank` is this process's rank in `comm`.
   MpiCommunicator(MPI_Comm comm, int rank, std::vector<int> world_ranks, const std::string& name,
-                  std::chrono::milliseconds timeout);
+                  std::chrono::milliseconds timeout, std::shared_ptr<const NodeMap> nodes = nullptr);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;

@@ -8,6 +8,9 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -17,6 +20,7 @@
 #include "dist/progress_engine.h"
 #include "dist/communicator.h"
 #include "dist/mpi_communicator.h"
+#include "dist/node_map.h"
 #include "dist/single_process_communicator.h"
 #include "dist/timeout.h"
 
@@ -83,6 +87,22 @@ void set_compute_threads(bool multi_rank) {
   set_blas_threads(threads);
 }
 
+// Every rank's processor name (its host), in rank order: which ranks share a
+// node. Called once at start-up, before the progress engine exists.
+std::vector<std::string> gather_processor_names(MPI_Comm comm, int size) {
+  char mine[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(mine, &length);
+  std::vector<char> all(static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm);
+  std::vector<std::string> names;
+  for (int r = 0; r < size; ++r) {
+    const char* name = all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    names.emplace_back(name, strnlen(name, MPI_MAX_PROCESSOR_NAME));
+  }
+  return names;
+}
+
 CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
@@ -101,8 +121,9 @@ CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   std::vector<int> ranks(size);
   std::iota(ranks.begin(), ranks.end(), 0);
+  auto nodes = std::make_shared<const NodeMap>(NodeMap::from_names(gather_processor_names(comm, size)));
   ProgressEngine::instance().start(rank, provided >= MPI_THREAD_MULTIPLE);
-  return std::make_shared<MpiCommunicator>(comm, rank, std::move(ranks), "world", timeout);
+  return std::make_shared<MpiCommunicator>(comm, rank, std::move(ranks), "world", timeout, std::move(nodes));
 }
 
 }  // namespace

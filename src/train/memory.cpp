@@ -29,6 +29,10 @@ int64_t status_bytes(const char* field) {
   return 0;
 }
 
+std::string gib(int64_t b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0)); }
+
+}  // namespace
+
 std::vector<int64_t> gather_values(dist::Communicator& world, const std::vector<int64_t>& mine) {
   const auto n = static_cast<int64_t>(mine.size());
   const auto local = at::tensor(mine, at::kLong);
@@ -37,14 +41,9 @@ std::vector<int64_t> gather_values(dist::Communicator& world, const std::vector<
   return std::vector<int64_t>(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel());
 }
 
-std::string gib(int64_t b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0)); }
-
-}  // namespace
-
 int64_t peak_rss_bytes() { return status_bytes("VmHWM"); }
 int64_t current_rss_bytes() { return status_bytes("VmRSS"); }
 
-std::vector<int64_t> gather_peak_rss(dist::Communicator& world) { return gather_values(world, {peak_rss_bytes()}); }
 
 MemoryReport memory_report(dist::Communicator& world) {
   const auto all = gather_values(world, {current_rss_bytes(), peak_rss_bytes()});

@@ -19,8 +19,9 @@ struct ShardedModel;
 int64_t peak_rss_bytes();
 int64_t current_rss_bytes();
 
-// Every rank's peak_rss_bytes(), in world-rank order (collective over `world`).
-std::vector<int64_t> gather_peak_rss(dist::Communicator& world);
+// Each rank's `mine` (the same length on every rank), concatenated in
+// world-rank order (collective over `world`).
+std::vector<int64_t> gather_values(dist::Communicator& world, const std::vector<int64_t>& mine);
 
 // Every rank's VmRSS and VmHWM now, in world-rank order (collective).
 struct MemoryReport {

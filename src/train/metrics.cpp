@@ -9,6 +9,14 @@
 
 namespace tessel::train {
 
+namespace {
+void add_sent_bytes(nlohmann::ordered_json& j, const GroupBytes& sent) {
+  auto& by_group = j["sent_bytes"] = nlohmann::ordered_json::object();
+  for (const auto& [group, b] : sent) by_group[group] = {{"same_node", b.same_node}, {"other_node", b.other_node}};
+  j["inter_node_bytes"] = total_other_node(sent);
+}
+}  // namespace
+
 int64_t max_over_ranks(const std::vector<int64_t>& per_rank) {
   return per_rank.empty() ? 0 : *std::max_element(per_rank.begin(), per_rank.end());
 }
@@ -37,6 +45,17 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["step_time_s"] = m.step_time_s;
   j["peak_rss_bytes"] = m.peak_rss_bytes;
   j["peak_rss_bytes_max"] = max_over_ranks(m.peak_rss_bytes);
+  // Bytes the step's collectives sent, summed over ranks: to peers on the
+  // same node and across nodes, per mesh group.
+  add_sent_bytes(j, m.sent_bytes);
+  out_ << j.dump() << '\n';
+  out_.flush();
+}
+
+void MetricsWriter::write_run_totals(const GroupBytes& sent) {
+  nlohmann::ordered_json j;
+  j["split"] = "run";
+  add_sent_bytes(j, sent);
   out_ << j.dump() << '\n';
   out_.flush();
 }

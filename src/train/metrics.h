@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "train/link_traffic.h"
+
 namespace tessel::train {
 
 struct StepMetrics {
@@ -23,6 +25,7 @@ struct StepMetrics {
   double tokens_per_s = 0.0;    // tokens / step_time_s
   double step_time_s = 0.0;
   std::vector<int64_t> peak_rss_bytes;  // per world rank (VmHWM)
+  GroupBytes sent_bytes;                // per mesh group, summed over ranks (link_traffic.h)
 };
 
 // What the OS measured once the model was loaded and sharded, before the
@@ -51,6 +54,9 @@ class MetricsWriter {
   void write(const StepMetrics& m);
   void write(const ValMetrics& m);
   void write(const SetupMetrics& m);
+  // {"split": "run", "sent_bytes": ..., "inter_node_bytes": ...}: the whole
+  // run's collective sends, summed over ranks.
+  void write_run_totals(const GroupBytes& sent);
   const std::filesystem::path& path() const { return path_; }
 
  private:

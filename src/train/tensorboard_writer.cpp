@@ -153,7 +153,8 @@ void TensorBoardWriter::write(const StepMetrics& m) {
                          {"train/tokens_per_s", m.tokens_per_s},
                          {"train/step_time_s", m.step_time_s},
                          {"train/peak_rss_bytes_max",
-                          static_cast<double>(max_over_ranks(m.peak_rss_bytes))}});
+                          static_cast<double>(max_over_ranks(m.peak_rss_bytes))},
+                         {"train/inter_node_bytes", static_cast<double>(total_other_node(m.sent_bytes))}});
 }
 
 void TensorBoardWriter::write(const ValMetrics& m) {

@@ -23,6 +23,7 @@
 #include "optim/lr_schedule.h"
 #include "train/checkpoint.h"
 #include "train/loss_curve_svg.h"
+#include "train/link_traffic.h"
 #include "train/memory.h"
 #include "train/progress.h"
 #include "train/tensorboard_writer.h"
@@ -278,6 +279,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   int64_t run_tokens = 0;
   for (int64_t step = start_step; step < total_steps; ++step) {
     const auto t0 = Clock::now();
+    const GroupBytes sent_before = sent_bytes(mesh);
     const auto micro_indices = sampler.next_step();
     const auto batches = collate_step(train_set, micro_indices, collate);
     if (rank0 && collate.packing() && step == start_step) {
@@ -297,7 +299,20 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     m.valid_tokens = r.valid_tokens;
     m.step_time_s = seconds;
     m.tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0.0;
-    m.peak_rss_bytes = gather_peak_rss(*mesh.world());
+    {
+      // One all-gather carries every rank's peak RSS and its step's sends.
+      const GroupBytes sent = difference(sent_bytes(mesh), sent_before);
+      std::vector<int64_t> mine = flatten(sent);
+      mine.insert(mine.begin(), peak_rss_bytes());
+      const std::vector<int64_t> all = gather_values(*mesh.world(), mine);
+      std::vector<int64_t> traffic;
+      for (std::size_t r = 0; r < all.size(); r += mine.size()) {
+        m.peak_rss_bytes.push_back(all[r]);
+        traffic.insert(traffic.end(), all.begin() + static_cast<std::ptrdiff_t>(r) + 1,
+                       all.begin() + static_cast<std::ptrdiff_t>(r + mine.size()));
+      }
+      m.sent_bytes = sum_over_ranks(sent, traffic);
+    }
     run_tokens += r.tokens;
     steps.push_back(m);
     if (metrics) metrics->write(m);
@@ -333,6 +348,14 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   // A resumed run that had already finished still validates at the end.
   if (validator && o.val_at_end && start_step >= total_steps) validate(total_steps);
   const double total_s = std::chrono::duration<double>(Clock::now() - run_start).count();
+  {
+    // Everything the mesh's collectives sent since it was made (setup and
+    // validation too): what the links' own counters should show for the run.
+    // Collective: every rank joins, the metrics writer (rank 0) records it.
+    const GroupBytes mine = sent_bytes(mesh);
+    const GroupBytes all = sum_over_ranks(mine, gather_values(*mesh.world(), flatten(mine)));
+    if (metrics) metrics->write_run_totals(all);
+  }
 
   if (rank0 && run.write_logs) {
     LossCurve curve;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 #include "support/run_tessel.h"
@@ -103,6 +104,43 @@ TEST(PlanCli, TextGroupsTheLayersOfEachModuleAndVerboseListsThemAll) {
     EXPECT_THAT(verbose.output, HasSubstr("model.layers." + std::to_string(layer) + ".mlp.down_proj "));
   }
   EXPECT_THAT(verbose.output, Not(HasSubstr("{0..31}")));
+}
+
+// --predict on the seed's 16-GPU / 2-node recipe with a realistic cluster
+// (NVLink-class inside a node, 200 Gbit/s between nodes, an H100-class rate,
+// NCCL's ring collectives):
+// the inter-node link binds and HSDP with one replica per node wins; with
+// compute that hides all communication, plain FSDP (less memory) does.
+TEST(PlanCli, PredictRecommendsOneReplicaPerNodeWhenTheLinkBinds) {
+  const std::string llama_1b = "policy.model_name=" + source("tests/models/hf_configs/meta-llama__Llama-3.2-1B");
+  const std::string cluster =
+      " --predict --json --collectives ring --intra-node-gbit 3600 --gflops 400000 --latency-us 10";
+  auto r = run_tessel("plan " + kRecipe + " " + llama_1b + cluster + " --inter-node-gbit 200", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output)["prediction"];
+  EXPECT_EQ(j["recommended_dp_replicate_size"], 2) << j.dump(1);
+  EXPECT_THAT(j["recommendation"].get<std::string>(), HasSubstr("dp_replicate_size=2 (= nodes): the inter-node link binds"));
+  // Every allowed dp_replicate_size was considered: 1, 2, 4, 8 (not 16).
+  std::vector<int> considered;
+  for (const auto& c : j["candidates"]) considered.push_back(c["dp_replicate_size"].get<int>());
+  EXPECT_EQ(considered, (std::vector<int>{1, 2, 4, 8}));
+  // HSDP 2 x 8: only the replicate all-reduce crosses nodes.
+  const auto& hsdp = j["candidates"][1];
+  EXPECT_EQ(hsdp["bytes_per_step"]["dp_shard_cp"]["other_node"], 0);
+  EXPECT_GT(hsdp["bytes_per_step"]["dp_replicate"]["other_node"].get<int64_t>(), 0);
+  EXPECT_LT(hsdp["inter_node_bytes_per_step"].get<int64_t>(), j["candidates"][0]["inter_node_bytes_per_step"].get<int64_t>());
+
+  // Where compute hides every layout's communication, plain FSDP (the least
+  // memory per rank) is recommended.
+  r = run_tessel("plan " + source("examples/configs/default.yaml") +
+                     " cluster.num_nodes=2 cluster.gpus_per_node=2 --predict --json --gflops 0.01 "
+                     "--inter-node-gbit 10 --intra-node-gbit 100",
+                 false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  j = nlohmann::json::parse(r.output)["prediction"];
+  EXPECT_EQ(j["recommended_dp_replicate_size"], 1) << j.dump(1);
+  EXPECT_THAT(j["recommendation"].get<std::string>(), HasSubstr("plain FSDP"));
+  EXPECT_THAT(j["recommendation"].get<std::string>(), HasSubstr("does not bind"));
 }
 
 class PlanCliCustomPlans : public ::testing::Test {

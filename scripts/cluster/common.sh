@@ -1,0 +1,22 @@
+# Shared names of the pretend cluster (sourced by the scripts beside it).
+CLUSTER_PREFIX=tessel-node
+CLUSTER_SWITCH=tessel-switch
+CLUSTER_SUBNET=10.213.0
+CLUSTER_MTU=9000
+CLUSTER_STATE=${TESSEL_CLUSTER_STATE:-/run/tessel-cluster}
+mkdir -p "$CLUSTER_STATE" 2>/dev/null || true
+
+cluster_die() { echo "cluster: $*" >&2; exit 2; }
+cluster_ns() { echo "$CLUSTER_PREFIX$1"; }
+cluster_ip() { echo "$CLUSTER_SUBNET.$(($1 + 1))"; }
+cluster_require_root() {
+  [[ $(id -u) -eq 0 ]] || cluster_die "needs root (network namespaces); run as root or with sudo"
+}
+# Node index of an address or node name; dies on anything else.
+cluster_node_of() {
+  case $1 in
+    "$CLUSTER_SUBNET".*) echo $((${1##*.} - 1)) ;;
+    node[0-9]*) echo "${1#node}" ;;
+    *) cluster_die "unknown node '$1' (expected $CLUSTER_SUBNET.N or nodeN)" ;;
+  esac
+}

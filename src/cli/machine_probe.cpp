@@ -1,0 +1,157 @@
+#include "cli/machine_probe.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "loss/cross_entropy.h"
+#include "models/causal_lm.h"
+#include "models/registry.h"
+#include "train/memory.h"
+
+namespace tessel::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double gemm_gflops() {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);  // a rank computes on one thread (TESSEL_NUM_THREADS aside)
+  const int64_t n = 512;
+  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
+  at::Tensor c = at::mm(a, b);  // warm-up
+  double best = 1e9;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    c = at::mm(a, b);
+    best = std::min(best, seconds_since(t0));
+  }
+  at::set_num_threads(threads);
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+double copy_gbytes_s() {
+  const std::size_t bytes = std::size_t{64} << 20;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  std::memcpy(dst.data(), src.data(), bytes);  // fault the pages in
+  double best = 1e9;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = Clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    best = std::min(best, seconds_since(t0));
+  }
+  return static_cast<double>(bytes) / best / 1e9;
+}
+
+// 0 when sockets are not available here.
+double tcp_gbytes_s() {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(listener);
+    return 0;
+  }
+  const std::size_t bytes = std::size_t{64} << 20;
+  std::thread sender([addr, bytes] {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return;
+    if (::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+      std::vector<char> buf(std::size_t{1} << 20, 7);
+      for (std::size_t sent = 0; sent < bytes;) {
+        const ssize_t k = ::send(s, buf.data(), std::min(buf.size(), bytes - sent), 0);
+        if (k <= 0) break;
+        sent += static_cast<std::size_t>(k);
+      }
+    }
+    ::close(s);
+  });
+  double rate = 0;
+  const int conn = ::accept(listener, nullptr, nullptr);
+  if (conn >= 0) {
+    std::vector<char> buf(std::size_t{1} << 20);
+    std::size_t got = 0;
+    const auto t0 = Clock::now();
+    for (;;) {
+      const ssize_t k = ::recv(conn, buf.data(), buf.size(), 0);
+      if (k <= 0) break;
+      got += static_cast<std::size_t>(k);
+    }
+    const double s = seconds_since(t0);
+    rate = got == bytes && s > 0 ? static_cast<double>(got) / s / 1e9 : 0;
+    ::close(conn);
+  }
+  sender.join();
+  ::close(listener);
+  return rate;
+}
+
+}  // namespace
+
+MachineProbe probe_machine() {
+  MachineProbe p;
+  p.base_rss_bytes = train::current_rss_bytes();  // before the probes' own buffers
+  p.gemm_gflops = gemm_gflops();
+  p.copy_gbytes_s = copy_gbytes_s();
+  p.tcp_gbytes_s = tcp_gbytes_s();
+  return p;
+}
+
+std::optional<double> measure_micro_batch_compute_s(const models::ModelConfig& model, int tp, int64_t micro_batch,
+                                                    int64_t seq_len, int64_t max_layer_bytes) {
+  models::ModelConfig local = model;
+  local.num_attention_heads = std::max<int64_t>(1, model.num_attention_heads / tp);
+  local.num_key_value_heads = std::max<int64_t>(1, model.num_key_value_heads / tp);
+  if (local.head_dim == 0) local.head_dim = model.hidden_size / model.num_attention_heads;
+  local.intermediate_size = std::max<int64_t>(1, model.intermediate_size / tp);
+  local.vocab_size = std::max<int64_t>(1, model.vocab_size / tp);
+  const int64_t layer_bytes = 4 * (model.hidden_size * local.head_dim *
+                                       (2 * local.num_attention_heads + 2 * local.num_key_value_heads) +
+                                   3 * model.hidden_size * local.intermediate_size);
+  const int64_t head_bytes = 4 * local.vocab_size * model.hidden_size * 2;
+  if (layer_bytes > max_layer_bytes || head_bytes > 4 * max_layer_bytes) return std::nullopt;
+
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  auto time_layers = [&](int64_t layers) {
+    models::ModelConfig c = local;
+    c.num_hidden_layers = layers;
+    auto m = models::build_model(c);
+    {
+      at::NoGradGuard no_grad;
+      for (auto& p : m->parameters()) p.normal_(0.0, 0.02);
+    }
+    const at::Tensor ids = at::randint(local.vocab_size, {micro_batch, seq_len}, at::kLong);
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {  // the first warms up
+      const auto t0 = Clock::now();
+      const at::Tensor logits = m->forward_logits(ids);
+      loss::cross_entropy_sum(logits, ids).sum.backward();
+      if (rep > 0) best = std::min(best, seconds_since(t0));
+      for (auto& p : m->parameters()) p.mutable_grad() = at::Tensor();
+    }
+    return best;
+  };
+  const double one = time_layers(1), two = time_layers(2);
+  at::set_num_threads(threads);
+  const double layer = std::max(0.0, two - one), rest = std::max(0.0, one - layer);
+  return rest + layer * static_cast<double>(model.num_hidden_layers);
+}
+
+}  // namespace tessel::cli

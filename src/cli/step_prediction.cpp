@@ -1,0 +1,204 @@
+#include "cli/step_prediction.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tessel::cli {
+
+namespace {
+
+double mb(int64_t bytes) { return static_cast<double>(bytes) / 1e6; }
+
+// Seconds to move `bytes` at `gbit_s`; 0 for nothing to move.
+double transfer_s(int64_t bytes, double gbit_s) {
+  if (bytes <= 0) return 0;
+  TESSEL_CHECK(gbit_s > 0, "a link rate of {} Gbit/s cannot move {} bytes", gbit_s, bytes);
+  return static_cast<double>(bytes) * 8.0 / (gbit_s * 1e9);
+}
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Bytes of activations one micro batch keeps for backward on one rank
+// (the tensors autograd saves in a decoder layer, per token, with
+// tensor-parallel shards where the plan splits them), and of the logits.
+int64_t activation_bytes(const models::ModelConfig& m, int tp, const StepShape& s) {
+  const int64_t tokens = s.micro_batch * s.seq_len;
+  const int64_t h = m.hidden_size, heads = m.num_attention_heads / tp;
+  const int64_t head_dim = m.head_dim > 0 ? m.head_dim : m.hidden_size / m.num_attention_heads;
+  const int64_t q = heads * head_dim, kv = m.num_key_value_heads / tp * head_dim, inter = m.intermediate_size / tp;
+  // norms in/out (3h each), q/k/v and their rotated copies, k/v repeated
+  // for grouped-query attention, scores and probabilities, attention
+  // output, MLP gate/up/activation/product, projections' outputs and
+  // residuals.
+  const int64_t per_token_layer = 6 * h + 2 * q + 3 * kv + 2 * q + 2 * heads * s.seq_len + q + 4 * inter + 4 * h;
+  const int64_t layers = m.num_hidden_layers;
+  const int64_t saved_layers = s.activation_checkpointing ? 1 : layers;
+  const int64_t layer_inputs = s.activation_checkpointing ? layers * h : 0;
+  const int64_t logits = 3 * (m.vocab_size / tp);  // logits, probabilities, their gradient
+  const int64_t logit_bytes = tokens * logits * 4;  // the loss works on fp32 logits
+  return tokens * (saved_layers * per_token_layer + layer_inputs) * s.param_element_bytes + logit_bytes;
+}
+
+}  // namespace
+
+LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vector<std::vector<NamedShape>>& tp_views,
+                                const models::ModelConfig& model, const ClusterDescription& c, const StepShape& s) {
+  TESSEL_CHECK(c.ranks_per_node >= 1 && c.nodes >= 1, "cluster of {} nodes x {} ranks", c.nodes, c.ranks_per_node);
+  TESSEL_CHECK(c.nodes * c.ranks_per_node == layout.world_size(),
+               "the cluster has {} nodes x {} ranks = {} but the mesh {} ranks", c.nodes, c.ranks_per_node,
+               c.nodes * c.ranks_per_node, layout.world_size());
+  LayoutPrediction p;
+  p.dp_replicate = layout.size("dp_replicate");
+  TrafficInputs in;
+  in.layout = &layout;
+  in.ranks_per_node = c.ranks_per_node;
+  in.tp_views = tp_views;
+  in.micro_batches = s.micro_batches;
+  in.reshard_after_forward = s.reshard_after_forward;
+  in.reduce_scatter_each_micro_batch = s.reduce_scatter_each_micro_batch;
+  in.gather_element_bytes = s.param_element_bytes;
+  in.algorithm = c.algorithm;
+  std::vector<train::NodeBytes> per_rank;
+  p.bytes = predict_step_traffic(in, &per_rank);
+  p.inter_node_bytes = train::total_other_node(p.bytes);
+
+  // Communication: the busiest node link, the busiest rank's same-node sends.
+  std::vector<int64_t> node_out(static_cast<std::size_t>(c.nodes), 0);
+  int64_t busiest_rank_intra = 0;
+  for (int r = 0; r < layout.world_size(); ++r) {
+    node_out[static_cast<std::size_t>(r / c.ranks_per_node)] += per_rank[static_cast<std::size_t>(r)].other_node;
+    busiest_rank_intra = std::max(busiest_rank_intra, per_rank[static_cast<std::size_t>(r)].same_node);
+  }
+  p.inter_s = transfer_s(*std::max_element(node_out.begin(), node_out.end()), c.inter_gbit_s);
+  p.intra_s = transfer_s(busiest_rank_intra, c.intra_gbit_s);
+
+  const int tp = layout.size("tp");
+  const int shard_size = layout.size("dp_shard_cp");
+  const auto& view = tp_views.front();
+  const auto groups = fsdp_group_shards(view, shard_size);
+  // Per step and group: the forward (and backward) all-gathers, the
+  // reduce-scatters, and HSDP's all-reduce.
+  const int64_t collectives =
+      static_cast<int64_t>(groups.size()) *
+      (s.micro_batches * (s.reshard_after_forward ? 2 : 1) + (s.reduce_scatter_each_micro_batch ? s.micro_batches : 1) +
+       (p.dp_replicate > 1 ? 2 : 0));
+  p.latency_s = static_cast<double>(collectives) * c.latency_us * 1e-6;
+
+  // Compute: 6 FLOPs per parameter per token (the embedding lookup is not a
+  // product), and causal attention's products.
+  int64_t params = 0, embedding = 0;
+  for (const auto& sh : view) {
+    params += numel(sh.shape);
+    if (sh.name.find("embed_tokens") != std::string::npos) embedding += numel(sh.shape);
+  }
+  const int64_t tokens = s.micro_batch * s.seq_len * s.micro_batches;
+  const double flops = 6.0 * static_cast<double>(params - embedding) * static_cast<double>(tokens) +
+                       6.0 * static_cast<double>(model.num_hidden_layers * s.seq_len * model.hidden_size / tp) *
+                           static_cast<double>(tokens);
+  if (c.micro_batch_compute_s) {
+    p.compute_s = *c.micro_batch_compute_s * s.micro_batches;
+  } else {
+    TESSEL_CHECK(c.gflops > 0, "the compute rate must be positive, got {} GFLOP/s", c.gflops);
+    p.compute_s = flops / (c.gflops * 1e9);
+  }
+
+  const double comm = std::max(p.inter_s, p.intra_s) + p.latency_s;
+  p.step_s_no_overlap = p.compute_s + comm;
+  // The root group (embedding, final norm, head) is gathered first and
+  // reduced last: its share of the traffic has no compute to hide behind.
+  int64_t root = 0, total = 0;
+  for (const auto& g : groups) {
+    total += g.shard_bytes;
+    if (g.root) root = g.shard_bytes;
+  }
+  const double exposed = total > 0 ? comm * static_cast<double>(root) / static_cast<double>(total) : 0;
+  p.step_s_overlap = std::max(p.compute_s, comm) + std::min(exposed, std::min(p.compute_s, comm));
+
+  // Memory of the largest rank: fp32 shards of parameters, gradients and
+  // AdamW's two moments; the unsharded root (kept from forward to backward)
+  // and, per layer in flight, the gathered parameters, their gradients and
+  // the packed reduce-scatter buffer, for the layer computing and the one
+  // prefetched; one micro batch's activations.
+  for (const auto& v : tp_views) {
+    const auto gs = fsdp_group_shards(v, shard_size);
+    int64_t shards = 0, root_full = 0, layer_full = 0;
+    for (const auto& g : gs) {
+      shards += g.shard_bytes;
+      (g.root ? root_full : layer_full) = std::max(g.root ? root_full : layer_full, g.shard_bytes * shard_size);
+    }
+    const int64_t state = 4 * shards;
+    const int64_t unsharded = shard_size > 1 ? root_full + 4 * layer_full : 0;
+    if (state + unsharded > p.state_bytes + p.unsharded_peak_bytes) {
+      p.state_bytes = state;
+      p.unsharded_peak_bytes = unsharded;
+    }
+  }
+  p.activation_bytes = activation_bytes(model, tp, s);
+  p.rss_bytes = c.base_rss_bytes + p.state_bytes + p.unsharded_peak_bytes + p.activation_bytes;
+  return p;
+}
+
+Recommendation recommend(const dist::MeshLayout& layout, const std::vector<std::vector<NamedShape>>& tp_views,
+                         const models::ModelConfig& model, const ClusterDescription& c, const StepShape& s) {
+  const int dp = layout.size("dp_replicate") * layout.size("dp_shard");
+  Recommendation r;
+  for (int d = 1; d <= dp; ++d) {
+    if (dp % d != 0 || (d > 1 && d == dp)) continue;  // the seed: 1, or a divisor below dp_size
+    dist::MeshSizes sizes;
+    sizes.world_size = layout.world_size();
+    sizes.dp_replicate = d;
+    sizes.cp = layout.size("cp");
+    sizes.tp = layout.size("tp");
+    r.candidates.push_back(predict_layout(dist::MeshLayout(sizes), tp_views, model, c, s));
+  }
+  const LayoutPrediction* best = &r.candidates.front();
+  for (const auto& p : r.candidates) {
+    if (p.step_s_overlap < best->step_s_overlap * 0.95) best = &p;
+  }
+  r.recommended_dp_replicate = best->dp_replicate;
+  const LayoutPrediction& fsdp = r.candidates.front();
+  if (best->dp_replicate == 1) {
+    r.reason = c.nodes == 1
+                   ? "dp_replicate_size=1 (plain FSDP): one node, no slow link to spare; HSDP would only add memory"
+                   : fmt::format("dp_replicate_size=1 (plain FSDP): the inter-node link does not bind: FSDP sends "
+                                 "{:.0f} MB/step across nodes ({:.2f} s at {:g} Gbit/s), which compute ({:.2f} s) "
+                                 "hides; HSDP would hold more per rank for no gain",
+                                 mb(fsdp.inter_node_bytes), fsdp.inter_s, c.inter_gbit_s, fsdp.compute_s);
+  } else {
+    r.reason = fmt::format(
+        "dp_replicate_size={}{}: the inter-node link binds: FSDP over {} ranks sends {:.0f} MB/step across nodes "
+        "({:.2f} s at {:g} Gbit/s), HSDP {}x{} sends {:.0f} MB ({:.2f} s); predicted step {:.2f} s against {:.2f} s",
+        best->dp_replicate, best->dp_replicate == c.nodes ? " (= nodes)" : "", dp, mb(fsdp.inter_node_bytes),
+        fsdp.inter_s, c.inter_gbit_s, best->dp_replicate, dp / best->dp_replicate, mb(best->inter_node_bytes),
+        best->inter_s, best->step_s_overlap, fsdp.step_s_overlap);
+  }
+  return r;
+}
+
+nlohmann::json to_json(const LayoutPrediction& p) {
+  nlohmann::json bytes = nlohmann::json::object();
+  for (const auto& [group, b] : p.bytes) bytes[group] = {{"same_node", b.same_node}, {"other_node", b.other_node}};
+  return {{"dp_replicate_size", p.dp_replicate},
+          {"bytes_per_step", bytes},
+          {"inter_node_bytes_per_step", p.inter_node_bytes},
+          {"compute_s", p.compute_s},
+          {"inter_node_s", p.inter_s},
+          {"intra_node_s", p.intra_s},
+          {"latency_s", p.latency_s},
+          {"step_s_no_overlap", p.step_s_no_overlap},
+          {"step_s_overlap", p.step_s_overlap},
+          {"memory_per_rank",
+           {{"sharded_state_bytes", p.state_bytes},
+            {"unsharded_peak_bytes", p.unsharded_peak_bytes},
+            {"activation_bytes", p.activation_bytes},
+            {"rss_bytes", p.rss_bytes}}}};
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,83 @@
+// `tessel plan --predict`: for a described cluster, what one training step
+// costs each rank (memory: sharded state, peak unsharded parameters,
+// activations; bytes per step by group and link class, traffic_model.h;
+// time with and without overlap of communication and compute), and which
+// dp_replicate_size to use there, with the reason.
+//
+// The time model: compute = training FLOPs of the rank's tokens (6 x
+// parameters per token, plus attention's 12 x layers x seq x hidden) at the
+// measured per-rank rate; communication = the longer of the busiest node
+// link's inter-node bytes at the inter-node rate and the busiest rank's
+// same-node bytes at the intra-node rate (the links work in parallel), plus
+// a latency per collective.
+// Without overlap the two add; with FSDP's prefetch and asynchronous
+// reductions the larger one hides the smaller, except the first all-gather
+// and the last reductions of each step, which nothing can hide.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/traffic_model.h"
+#include "dist/mesh_layout.h"
+#include "models/model_config.h"
+
+namespace tessel::cli {
+
+struct ClusterDescription {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  double intra_gbit_s = 0;  // per rank, to peers on its node
+  double inter_gbit_s = 0;  // per node link, each direction
+  double latency_us = 0;    // per collective
+  double gflops = 0;        // per rank (used when the micro batch was not timed)
+  // One micro batch's forward and backward on one rank, timed on this
+  // machine (machine_probe.h) and divided by the share of a core a rank gets.
+  std::optional<double> micro_batch_compute_s;
+  int64_t base_rss_bytes = 0;  // what a rank holds before any model state
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::Direct;  // Direct: this build's MPI collectives
+  std::string source;       // where the figures came from
+};
+
+struct StepShape {
+  int64_t micro_batch = 1;  // sequences per micro batch
+  int64_t seq_len = 1;
+  int micro_batches = 1;    // per optimizer step, per dp rank
+  bool reshard_after_forward = true;
+  bool reduce_scatter_each_micro_batch = true;
+  bool activation_checkpointing = false;
+  int param_element_bytes = 4;  // compute dtype: fp32 4, bf16/fp16 2 (all-gathers move these)
+};
+
+struct LayoutPrediction {
+  int dp_replicate = 1;
+  train::GroupBytes bytes;  // per step, summed over ranks
+  int64_t inter_node_bytes = 0;
+  double compute_s = 0, inter_s = 0, intra_s = 0, latency_s = 0;
+  double step_s_no_overlap = 0, step_s_overlap = 0;
+  int64_t state_bytes = 0, unsharded_peak_bytes = 0, activation_bytes = 0, rss_bytes = 0;  // the largest rank
+};
+
+// One layout: `tp_views` are the named parameter shapes of each tp rank.
+LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vector<std::vector<NamedShape>>& tp_views,
+                                const models::ModelConfig& model, const ClusterDescription& cluster,
+                                const StepShape& step);
+
+// Every dp_replicate_size the seed allows for this world and tp/cp (1, and
+// each divisor of dp_size below it), predicted; the recommended one first
+// is the fastest with overlap (the smaller dp_replicate on a tie within 5%:
+// less memory per rank).
+struct Recommendation {
+  std::vector<LayoutPrediction> candidates;  // by dp_replicate
+  int recommended_dp_replicate = 1;
+  std::string reason;  // one line
+};
+Recommendation recommend(const dist::MeshLayout& layout, const std::vector<std::vector<NamedShape>>& tp_views,
+                         const models::ModelConfig& model, const ClusterDescription& cluster, const StepShape& step);
+
+nlohmann::json to_json(const LayoutPrediction& p);
+
+}  // namespace tessel::cli

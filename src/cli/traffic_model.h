@@ -1,0 +1,67 @@
+// The bytes one training step's parameter collectives send, by mesh group and
+// by link class (same node / other node), in closed form from the shapes
+// alone: what `tessel plan --predict` reports and what the run's own counters
+// (train/link_traffic.h) must equal. The forms are the direct-exchange ones
+// the communicators count (dist/communicator.h):
+//   all-gather of a group's shard s over n ranks: each rank sends s to each peer;
+//   reduce-scatter: each rank sends its s-sized chunk j to rank j;
+//   all-reduce of b bytes (HSDP, over the replicate group): a reduce-scatter
+//     of ceil-sized chunks then an all-gather of each rank's reduced chunk.
+// Per step, for every FSDP group (each decoder layer, and the root holding
+// the rest): an all-gather per micro batch in forward and, for layers
+// resharded after forward, another in backward; a reduce-scatter per micro
+// batch (or only on the last, with accumulate_unsharded_grads); the
+// replicate all-reduce on the last micro batch; and the gradient norm's two
+// fp64 sums over the shard group. (Tensor-parallel activations travel over
+// the tp group, inside a node in the layouts worth running; not modelled.)
+// Ranks fill nodes in order (node = rank / ranks_per_node), as mpirun's
+// default by-slot mapping places them.
+//
+// CollectiveAlgorithm::Ring models a device cluster's collectives instead
+// (NCCL's rings, the NCCL-tests bus-bandwidth convention): every rank sends
+// to its successor in the group, (n-1)/n of the data for an all-gather or a
+// reduce-scatter and 2(n-1)/n for an all-reduce, so only the ring's edges
+// between nodes cross them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dist/mesh_layout.h"
+#include "train/link_traffic.h"
+
+namespace tessel::cli {
+
+struct NamedShape {
+  std::string name;  // "model.layers.3.mlp.up_proj.weight"
+  std::vector<int64_t> shape;  // this tp rank's (tp-local) shape
+};
+
+enum class CollectiveAlgorithm { Direct, Ring };
+
+struct TrafficInputs {
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::Direct;
+  const dist::MeshLayout* layout = nullptr;
+  int ranks_per_node = 1;
+  std::vector<std::vector<NamedShape>> tp_views;  // parameters of each tp rank
+  int micro_batches = 1;                          // per optimizer step, per dp rank
+  bool reshard_after_forward = true;
+  bool reduce_scatter_each_micro_batch = true;    // false: accumulate_unsharded_grads
+  int gather_element_bytes = 4;                   // the parameters' compute dtype (bf16: 2); reductions are fp32
+};
+
+// Per mesh group ("dp_shard_cp", "dp_replicate"), summed over ranks; with
+// `per_rank`, also each world rank's own sends (all groups together).
+train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<train::NodeBytes>* per_rank = nullptr);
+
+// The padded fp32 bytes of each rank's shard of each FSDP group, in the
+// order FSDP builds them (layer 0..L-1, then the root).
+struct FsdpGroupShard {
+  std::string name;  // "model.layers.3" or "root"
+  int64_t shard_bytes = 0;
+  bool root = false;
+};
+std::vector<FsdpGroupShard> fsdp_group_shards(const std::vector<NamedShape>& shapes, int shard_size);
+
+}  // namespace tessel::cli
