@@ -165,8 +165,8 @@ void print_prediction(const ClusterDescription& c, const LayoutPrediction& p, co
               c.algorithm == CollectiveAlgorithm::Ring ? "ring" : "direct", c.gflops, c.source.c_str());
   std::printf("  memory per rank (largest): sharded state %.3f GiB + unsharded peak %.3f GiB + activations %.3f GiB"
               " + runtime %.3f GiB = %.3f GiB\n",
-              gb(p.state_bytes), gb(p.unsharded_peak_bytes), gb(p.activation_bytes), gb(c.base_rss_bytes),
-              gb(p.rss_bytes));
+              gb(p.state_bytes), gb(p.unsharded_peak_bytes), gb(p.activation_bytes),
+              gb(p.rss_bytes - p.state_bytes - p.unsharded_peak_bytes - p.activation_bytes), gb(p.rss_bytes));
   std::printf("  bytes per step (all ranks):\n");
   for (const auto& [group, b] : p.bytes) {
     std::printf("    %-12s same node %10.1f MB   other nodes %10.1f MB\n", group.c_str(),

@@ -9,8 +9,10 @@ namespace tessel::cli {
 
 namespace {
 
-// The decoder layer a parameter belongs to ("model.layers.3"), or "" for the root.
+// The FSDP group a parameter belongs to besides the root: its decoder layer
+// ("model.layers.3"), or the untied head ("lm_head"); "" for the root.
 std::string layer_of(const std::string& name) {
+  if (name.rfind("lm_head.", 0) == 0) return "lm_head";
   const std::string marker = "layers.";
   const auto at = name.find(marker);
   if (at == std::string::npos) return "";
@@ -113,7 +115,9 @@ train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<trai
     const int tp_rank = layout.rank_in_group("tp", rank);
     const auto& shapes = in.tp_views.at(static_cast<std::size_t>(tp_rank));
     for (const auto& g : fsdp_group_shards(shapes, shard_size)) {
-      const int64_t gathers = in.micro_batches * (g.root || !in.reshard_after_forward ? 1 : 2);
+      // The root and the head stay gathered from forward to backward.
+      const bool kept = g.root || g.name == "lm_head" || !in.reshard_after_forward;
+      const int64_t gathers = in.micro_batches * (kept ? 1 : 2);
       if (shard_size > 1) {
         send.to_each_peer("dp_shard_cp", rank, g.shard_bytes / 4 * in.gather_element_bytes, gathers);
         send.to_each_peer("dp_shard_cp", rank, g.shard_bytes, rs_times);

@@ -7,9 +7,9 @@
 //   reduce-scatter: each rank sends its s-sized chunk j to rank j;
 //   all-reduce of b bytes (HSDP, over the replicate group): a reduce-scatter
 //     of ceil-sized chunks then an all-gather of each rank's reduced chunk.
-// Per step, for every FSDP group (each decoder layer, and the root holding
-// the rest): an all-gather per micro batch in forward and, for layers
-// resharded after forward, another in backward; a reduce-scatter per micro
+// Per step, for every FSDP group (each decoder layer, an untied lm_head, and
+// the root holding the rest): an all-gather per micro batch in forward and,
+// for layers resharded after forward, another in backward; a reduce-scatter per micro
 // batch (or only on the last, with accumulate_unsharded_grads); the
 // replicate all-reduce on the last micro batch; and the gradient norm's two
 // fp64 sums over the shard group. (Tensor-parallel activations travel over
@@ -56,9 +56,9 @@ struct TrafficInputs {
 train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<train::NodeBytes>* per_rank = nullptr);
 
 // The padded fp32 bytes of each rank's shard of each FSDP group, in the
-// order FSDP builds them (layer 0..L-1, then the root).
+// order FSDP builds them (layer 0..L-1, lm_head, then the root).
 struct FsdpGroupShard {
-  std::string name;  // "model.layers.3" or "root"
+  std::string name;  // "model.layers.3", "lm_head" or "root"
   int64_t shard_bytes = 0;
   bool root = false;
 };

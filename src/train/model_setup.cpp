@@ -150,6 +150,16 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
     if (options.activation_checkpointing) layer->set_activation_checkpointing(true);
     fsdp::fully_shard(*layer, fsdp_mesh, fsdp_options);
   }
+  // An untied lm_head is a group of its own: its gradients are the first
+  // complete in backward, so their reduce-scatter (and HSDP's all-reduce
+  // across nodes) overlaps every layer's backward instead of waiting at the
+  // end with the embedding's. Backward starts right after its forward, so it
+  // stays gathered in between (no second all-gather).
+  if (model->tied_parameter_names().empty() && model->lm_head()) {
+    fsdp::FSDPOptions head_options = fsdp_options;
+    head_options.reshard_after_forward = false;
+    fsdp::fully_shard(*model->lm_head(), fsdp_mesh, head_options);
+  }
   ShardedModel out{model,           fsdp::fully_shard(*model, fsdp_mesh, fsdp_options), {}, {},
                    fsdp_mesh.shard(), tp_group, std::move(tp_params)};
   out.accumulation = parallelism.accumulate_unsharded_grads ? GradAccumulation::UnshardedUntilLast
