@@ -10,17 +10,18 @@
 
 namespace tessel::config {
 
-namespace {
-
-const std::vector<std::string>& known_dtensor_keys() {
+const std::vector<std::string>& dtensor_cfg_keys() {
   static const std::vector<std::string> keys = {
       "_v2", "enabled", "tensor_parallel_size", "context_parallel_size", "expert_parallel_size",
       "dp_replicate_size", "sequence_parallel", "activation_checkpointing", "cpu_offload",
       "custom_parallel_plan", "accumulate_unsharded_grads",
-      // Accepted so that reference recipes load; they have no effect here.
+      // The reference's; accepted so that its recipes load, refused (below)
+      // when set to anything tessel would have to ignore.
       "env_vars", "automodel_kwargs", "lora_cfg"};
   return keys;
 }
+
+namespace {
 
 void check_known(const Config& section, const std::string& prefix,
                  const std::vector<std::string>& known) {
@@ -52,6 +53,40 @@ bool flag(const Config& section, const std::string& prefix, const std::string& k
   return node ? Decoder<bool>::decode(*node, prefix + "." + key) : fallback;
 }
 
+// Keys a recipe may carry but tessel cannot honour: they load when they ask
+// for nothing (the reference's defaults) and are refused otherwise, so no
+// setting is silently ignored.
+void refuse_what_would_be_ignored(const Config& section, const std::string& d) {
+  // A CPU build keeps every parameter, gradient and optimizer state in host
+  // memory already; offloading is a device-build feature.
+  if (flag(section, d, "cpu_offload", false)) {
+    throw UsageError(d + ".cpu_offload=true: this tessel is a CPU build, so parameters, gradients "
+                         "and optimizer state already live in host memory; cpu_offload applies "
+                         "to device (GPU) builds only. Set it to false or remove it");
+  }
+  if (!flag(section, d, "enabled", true)) {
+    throw UsageError(d + ".enabled=false selects another training backend in the reference; "
+                         "tessel has only the DTensor one (FSDP2, HSDP, TP). Set it to true or "
+                         "remove it");
+  }
+  const auto refuse_unless_empty = [&](const char* key, const char* what_it_does) {
+    const Config* node = section.child(key);
+    if (node == nullptr || node->is_null() || (node->is_map() && node->size() == 0)) return;
+    throw UsageError(fmt::format("{}.{} is not empty, but tessel does not read it ({}); remove it "
+                                 "or set it to null",
+                                 d, key, what_it_does));
+  };
+  refuse_unless_empty("env_vars",
+                      "the reference sets its workers' environment from it: export the variables "
+                      "before starting tessel instead");
+  refuse_unless_empty("automodel_kwargs", "the reference passes it to NeMo Automodel");
+  if (const Config* lora = section.find("lora_cfg.enabled");
+      lora && Decoder<bool>::decode(*lora, d + ".lora_cfg.enabled")) {
+    throw UsageError(d + ".lora_cfg.enabled: LoRA is not supported by tessel; set it to false "
+                         "or delete lora_cfg");
+  }
+}
+
 }  // namespace
 
 ParallelismConfig parallelism_from(const Config& config) {
@@ -61,22 +96,16 @@ ParallelismConfig parallelism_from(const Config& config) {
   const std::string d = "policy.dtensor_cfg";
   if (const Config* section = config.find(d); section && !section->is_null()) {
     if (!section->is_map()) throw_type_error(d, "a mapping", *section);
-    check_known(*section, d, known_dtensor_keys());
+    check_known(*section, d, dtensor_cfg_keys());
+    refuse_what_would_be_ignored(*section, d);
     out.v2 = flag(*section, d, "_v2", out.v2);
-    out.enabled = flag(*section, d, "enabled", out.enabled);
     out.tensor_parallel_size = positive(*section, d, "tensor_parallel_size", 1);
     out.context_parallel_size = positive(*section, d, "context_parallel_size", 1);
     out.expert_parallel_size = positive(*section, d, "expert_parallel_size", 1);
     out.dp_replicate_size = positive(*section, d, "dp_replicate_size", 1);
     out.sequence_parallel = flag(*section, d, "sequence_parallel", false);
     out.activation_checkpointing = flag(*section, d, "activation_checkpointing", false);
-    out.cpu_offload = flag(*section, d, "cpu_offload", false);
     out.accumulate_unsharded_grads = flag(*section, d, "accumulate_unsharded_grads", false);
-    if (const Config* lora = section->find("lora_cfg.enabled");
-        lora && Decoder<bool>::decode(*lora, d + ".lora_cfg.enabled")) {
-      throw UsageError(d + ".lora_cfg.enabled: LoRA is not supported by tessel; set it to false "
-                           "or delete lora_cfg");
-    }
     if (const Config* plan = section->child("custom_parallel_plan"); plan && !plan->is_null()) {
       CustomPlanSpec spec;
       if (plan->kind() == Kind::String) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 
@@ -26,14 +27,12 @@ struct CustomPlanSpec {
 
 struct ParallelismConfig {
   bool v2 = false;  // `_v2`; the reference treats a missing key as false
-  bool enabled = true;
   int64_t tensor_parallel_size = 1;
   int64_t context_parallel_size = 1;
   int64_t expert_parallel_size = 1;
   int64_t dp_replicate_size = 1;
   bool sequence_parallel = false;
   bool activation_checkpointing = false;
-  bool cpu_offload = false;
   // Not a reference key. Gradient accumulation over micro batches: false
   // (default) reduce-scatters every micro batch into the sharded gradients
   // (HSDP: the replicate all-reduce on the last one only); true keeps full
@@ -49,6 +48,11 @@ struct ParallelismConfig {
 
   int64_t world_size() const { return num_nodes * gpus_per_node; }
 };
+
+// The keys `policy.dtensor_cfg` accepts; any other is an error. Each one is
+// read: it changes the result or a value tessel cannot honour is refused
+// (`cpu_offload: true`, `enabled: false`, a non-empty `env_vars`, ...).
+const std::vector<std::string>& dtensor_cfg_keys();
 
 // Reads `policy.dtensor_cfg` (optional: all defaults when absent) and
 // `cluster` (optional). UsageError naming the key on a wrong type, an

@@ -1,6 +1,9 @@
 #include "train/lr_schedule_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <optional>
@@ -70,12 +73,10 @@ void apply_decay(const SchedulerEntry& e, double base_lr, optim::LrScheduleOptio
 optim::LrScheduleOptions from_mapping(const config::Config& node, double base_lr) {
   optim::LrScheduleOptions out;
   out.base_lr = base_lr;
+  const auto& known = lr_schedule_mapping_keys();
   for (const auto& key : node.keys()) {
-    if (key != "warmup_steps" && key != "warmup_start_factor" && key != "decay" &&
-        key != "decay_steps" && key != "min_lr_ratio") {
-      throw UsageError(fmt::format("unknown key {}.{}; known: warmup_steps, "
-                                   "warmup_start_factor, decay, decay_steps, min_lr_ratio",
-                                   kPath, key));
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      throw UsageError(fmt::format("unknown key {}.{}; known: {}", kPath, key, fmt::join(known, ", ")));
     }
   }
   out.warmup_steps = node.get_or<int64_t>("warmup_steps", 0);
@@ -87,6 +88,12 @@ optim::LrScheduleOptions from_mapping(const config::Config& node, double base_lr
 }
 
 }  // namespace
+
+const std::vector<std::string>& lr_schedule_mapping_keys() {
+  static const std::vector<std::string> keys = {"warmup_steps", "warmup_start_factor", "decay",
+                                                "decay_steps", "min_lr_ratio"};
+  return keys;
+}
 
 optim::LrScheduleOptions lr_schedule_from(const config::Config& scheduler, double base_lr) {
   optim::LrScheduleOptions out;

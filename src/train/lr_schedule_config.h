@@ -14,10 +14,16 @@
 // is rejected here with the reason, rather than silently trained differently.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "config/config.h"
 #include "optim/lr_schedule.h"
 
 namespace tessel::train {
+
+// The keys of the mapping form; any other is an error.
+const std::vector<std::string>& lr_schedule_mapping_keys();
 
 // `scheduler` is the node at policy.scheduler (may be null); `base_lr` comes
 // from policy.optimizer.kwargs.lr. Throws UsageError naming the entry.

@@ -8,6 +8,7 @@
 
 #include "config/suggest.h"
 #include "core/error.h"
+#include "config/parallelism_config.h"
 #include "train/lr_schedule_config.h"
 
 namespace tessel::train {
@@ -16,9 +17,17 @@ namespace {
 
 using config::Config;
 
+const std::vector<std::string>& keys_of(const std::string& path) {
+  for (const auto& section : checked_config_sections()) {
+    if (section.path == path) return section.keys;
+  }
+  throw Error(fmt::format("no key list for config section {}", path));
+}
+
 // A typo under these mappings would silently train with a default, so every
 // key must be one the trainer knows (the reference's names).
-void check_keys(const Config& node, const std::string& path, const std::vector<std::string>& known) {
+void check_keys(const Config& node, const std::string& path) {
+  const auto& known = keys_of(path);
   for (const auto& key : node.keys()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     throw UsageError(fmt::format("unknown config key '{}.{}'.{} Known keys of {}: {}", path, key,
@@ -43,9 +52,12 @@ optim::AdamWOptions adamw_from(const Config& c) {
   optim::AdamWOptions o;
   const Config* kwargs = c.find("policy.optimizer.kwargs");
   if (kwargs == nullptr || kwargs->is_null()) return o;
-  check_keys(*kwargs, "policy.optimizer.kwargs",
-             {"lr", "weight_decay", "betas", "eps", "foreach", "fused", "amsgrad", "maximize"});
+  check_keys(*kwargs, "policy.optimizer.kwargs");
   const Config& k = *kwargs;
+  // foreach and fused choose between equivalent PyTorch kernels: tessel's
+  // AdamW has one, so any boolean trains the same; only the type is checked.
+  (void)k.get_or<bool>("foreach", false);
+  (void)k.get_or<bool>("fused", false);
   o.lr = k.get_or<double>("lr", o.lr);
   o.weight_decay = k.get_or<double>("weight_decay", o.weight_decay);
   o.eps = k.get_or<double>("eps", o.eps);
@@ -78,8 +90,7 @@ PackingOptions packing_from(const Config& c, const TrainOptions& o) {
   p.train_mb_tokens = o.max_seq_len * o.micro_batch_size;
   const Config* node = c.find("policy.sequence_packing");
   if (node == nullptr || node->is_null()) return p;
-  check_keys(*node, "policy.sequence_packing",
-             {"enabled", "train_mb_tokens", "algorithm", "sequence_length_round"});
+  check_keys(*node, "policy.sequence_packing");
   p.enabled = node->get_or<bool>("enabled", false);
   if (!p.enabled) return p;
   p.train_mb_tokens = node->get_or<std::optional<int64_t>>("train_mb_tokens", std::nullopt)
@@ -148,6 +159,21 @@ std::string checkpoint_metric_from(const Config& c) {
 
 }  // namespace
 
+const std::vector<CheckedSection>& checked_config_sections() {
+  static const std::vector<CheckedSection> sections = {
+      {"sft",
+       {"max_num_epochs", "max_num_steps", "val_period", "val_batches", "val_global_batch_size",
+        "val_micro_batch_size", "val_at_start", "val_at_end", "seed"}},
+      {"policy.optimizer.kwargs",
+       {"lr", "weight_decay", "betas", "eps", "foreach", "fused", "amsgrad", "maximize"}},
+      {"policy.sequence_packing",
+       {"enabled", "train_mb_tokens", "algorithm", "sequence_length_round"}},
+      {"policy.scheduler", lr_schedule_mapping_keys()},
+      {"policy.dtensor_cfg", config::dtensor_cfg_keys()},
+  };
+  return sections;
+}
+
 const std::vector<std::string>& checkpoint_metric_names() {
   static const std::vector<std::string> names = {"train:loss", "train:grad_norm", "val:val_loss"};
   return names;
@@ -155,10 +181,7 @@ const std::vector<std::string>& checkpoint_metric_names() {
 
 TrainOptions train_options_from(const Config& c) {
   TrainOptions o;
-  check_keys(c.sub("sft"), "sft",
-             {"max_num_epochs", "max_num_steps", "val_period", "val_batches",
-              "val_global_batch_size", "val_micro_batch_size", "val_at_start", "val_at_end",
-              "seed"});
+  check_keys(c.sub("sft"), "sft");
   o.model_name = c.get<std::string>("policy.model_name");
   o.tokenizer = c.get_or<std::string>("policy.tokenizer.name", o.model_name);
   o.precision = c.get_or<std::string>("policy.precision", "float32");

@@ -35,6 +35,16 @@ struct CheckpointOptions {
   bool higher_is_better = false;
 };
 
+// A config mapping with a closed list of keys: any other key is a UsageError
+// (a typo would otherwise train silently with a default), and every listed
+// key is read: it changes the run, or a value tessel cannot honour is refused
+// (tests/train/config_keys_test.cpp holds each key to that).
+struct CheckedSection {
+  std::string path;  // "sft", "policy.dtensor_cfg", ...
+  std::vector<std::string> keys;
+};
+const std::vector<CheckedSection>& checked_config_sections();
+
 // What checkpointing.metric_name accepts: the metrics the trainer records in
 // every checkpoint (trainer.cpp), in the reference's "<train|val>:<name>" form.
 const std::vector<std::string>& checkpoint_metric_names();

@@ -16,14 +16,12 @@ using test_util::usage_error_of;
 TEST(ParallelismConfig, DefaultsWhenSectionsAreAbsent) {
   ParallelismConfig p = parallelism_from(parse_yaml("policy: {model_name: x}"));
   EXPECT_FALSE(p.v2);
-  EXPECT_TRUE(p.enabled);
   EXPECT_EQ(p.tensor_parallel_size, 1);
   EXPECT_EQ(p.context_parallel_size, 1);
   EXPECT_EQ(p.expert_parallel_size, 1);
   EXPECT_EQ(p.dp_replicate_size, 1);
   EXPECT_FALSE(p.sequence_parallel);
   EXPECT_FALSE(p.activation_checkpointing);
-  EXPECT_FALSE(p.cpu_offload);
   EXPECT_FALSE(p.custom_parallel_plan.has_value());
   EXPECT_EQ(p.num_nodes, 1);
   EXPECT_EQ(p.gpus_per_node, 1);
@@ -35,26 +33,27 @@ TEST(ParallelismConfig, ReadsEveryField) {
 policy:
   dtensor_cfg:
     _v2: true
-    enabled: false
+    enabled: true
     tensor_parallel_size: 2
     context_parallel_size: 3
     expert_parallel_size: 5
     dp_replicate_size: 7
     sequence_parallel: true
     activation_checkpointing: true
-    cpu_offload: true
+    cpu_offload: false
+    env_vars: {}
+    automodel_kwargs: null
+    lora_cfg: {enabled: false}
     custom_parallel_plan: examples.custom_parallel.custom_parallel.custom_parallel_plan
 cluster: {num_nodes: 2, gpus_per_node: 8}
 )"));
   EXPECT_TRUE(p.v2);
-  EXPECT_FALSE(p.enabled);
   EXPECT_EQ(p.tensor_parallel_size, 2);
   EXPECT_EQ(p.context_parallel_size, 3);
   EXPECT_EQ(p.expert_parallel_size, 5);
   EXPECT_EQ(p.dp_replicate_size, 7);
   EXPECT_TRUE(p.sequence_parallel);
   EXPECT_TRUE(p.activation_checkpointing);
-  EXPECT_TRUE(p.cpu_offload);
   ASSERT_TRUE(p.custom_parallel_plan.has_value());
   EXPECT_FALSE(p.custom_parallel_plan->is_inline());
   EXPECT_EQ(p.custom_parallel_plan->reference,
@@ -106,6 +105,15 @@ TEST(ParallelismConfig, Errors) {
        "policy.dtensor_cfg.custom_parallel_plan: expected null, a plan reference"},
       {"policy: {dtensor_cfg: {custom_parallel_plan: ''}}", "use null for no custom plan"},
       {"policy: {dtensor_cfg: {lora_cfg: {enabled: true}}}", "LoRA is not supported"},
+      {"policy: {dtensor_cfg: {cpu_offload: true}}",
+       "policy.dtensor_cfg.cpu_offload=true: this tessel is a CPU build, so parameters, gradients "
+       "and optimizer state already live in host memory; cpu_offload applies to device (GPU) "
+       "builds only. Set it to false or remove it"},
+      {"policy: {dtensor_cfg: {enabled: false}}", "tessel has only the DTensor one"},
+      {"policy: {dtensor_cfg: {env_vars: {NCCL_DEBUG: INFO}}}",
+       "policy.dtensor_cfg.env_vars is not empty, but tessel does not read it"},
+      {"policy: {dtensor_cfg: {automodel_kwargs: {use_liger_kernel: true}}}",
+       "policy.dtensor_cfg.automodel_kwargs is not empty, but tessel does not read it"},
       {"policy: {dtensor_cfg: 3}", "policy.dtensor_cfg: expected a mapping, got 3"},
       {"cluster: {num_nodes: -1}", "cluster.num_nodes must be a positive integer, got -1"},
       {"cluster: {gpus_per_node: eight}", "cluster.gpus_per_node: expected an integer, got 'eight'"},

@@ -1,0 +1,191 @@
+// Every config key tessel accepts is read. The sections with a closed list of
+// keys (train::checked_config_sections(): sft, policy.dtensor_cfg, ...) are
+// walked key by key; each key needs a probe here that sets it to a value
+// other than the base recipe's and shows that the parsed run changes or that
+// the value is refused with a UsageError naming the key. A key added to a
+// list without a probe fails this test: read it (or refuse what cannot be
+// honoured), then add its probe. A probe for a key no list accepts fails too.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/loader.h"
+#include "config/parallelism_config.h"
+#include "core/error.h"
+#include "optim/lr_schedule.h"
+#include "support/source_tree.h"
+#include "train/train_options.h"
+
+namespace tessel::train {
+namespace {
+
+// What tessel makes of a config before any model exists: both typed views.
+struct Parsed {
+  config::ParallelismConfig parallel;
+  TrainOptions train;
+};
+
+using Changed = std::function<bool(const Parsed& base, const Parsed& probed)>;
+
+struct Probe {
+  std::vector<std::string> setup;   // overrides applied to the base and the probe alike
+  std::vector<std::string> change;  // sets the probed key (and only it)
+  Changed changed;                  // empty: the changed value must be refused
+};
+
+#define TRAIN_FIELD(f) [](const Parsed& a, const Parsed& b) { return a.train.f != b.train.f; }
+#define PARALLEL_FIELD(f) \
+  [](const Parsed& a, const Parsed& b) { return a.parallel.f != b.parallel.f; }
+
+// The learning rate the schedule gives over the first steps: what
+// policy.scheduler changes, whatever field holds it.
+bool schedule_differs(const Parsed& a, const Parsed& b) {
+  for (int64_t step = 0; step < 50; ++step) {
+    if (optim::lr_at(a.train.lr_schedule, step) != optim::lr_at(b.train.lr_schedule, step)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+const std::map<std::string, Probe>& probes() {
+  const std::vector<std::string> packing = {"policy.sequence_packing.enabled=true"};
+  const std::vector<std::string> schedule = {"policy.scheduler={decay: linear, decay_steps: 10}"};
+  static const std::map<std::string, Probe> table = {
+      {"sft.max_num_epochs", {{}, {"sft.max_num_epochs=3"}, TRAIN_FIELD(max_num_epochs)}},
+      {"sft.max_num_steps", {{}, {"sft.max_num_steps=7"}, TRAIN_FIELD(max_num_steps)}},
+      {"sft.val_period", {{}, {"sft.val_period=3"}, TRAIN_FIELD(val_period)}},
+      {"sft.val_batches", {{}, {"sft.val_batches=2"}, TRAIN_FIELD(val_batches)}},
+      {"sft.val_global_batch_size",
+       {{}, {"sft.val_global_batch_size=8"}, TRAIN_FIELD(val_global_batch_size)}},
+      {"sft.val_micro_batch_size",
+       {{}, {"sft.val_micro_batch_size=2"}, TRAIN_FIELD(val_micro_batch_size)}},
+      {"sft.val_at_start", {{}, {"sft.val_at_start=false"}, TRAIN_FIELD(val_at_start)}},
+      {"sft.val_at_end", {{}, {"sft.val_at_end=true"}, TRAIN_FIELD(val_at_end)}},
+      {"sft.seed", {{}, {"sft.seed=7"}, TRAIN_FIELD(seed)}},
+
+      {"policy.optimizer.kwargs.lr", {{}, {"policy.optimizer.kwargs.lr=0.01"}, TRAIN_FIELD(adamw.lr)}},
+      {"policy.optimizer.kwargs.weight_decay",
+       {{}, {"policy.optimizer.kwargs.weight_decay=0.5"}, TRAIN_FIELD(adamw.weight_decay)}},
+      {"policy.optimizer.kwargs.betas",
+       {{}, {"policy.optimizer.kwargs.betas=[0.8,0.9]"}, TRAIN_FIELD(adamw.beta1)}},
+      {"policy.optimizer.kwargs.eps", {{}, {"policy.optimizer.kwargs.eps=0.001"}, TRAIN_FIELD(adamw.eps)}},
+      // foreach and fused pick between equivalent PyTorch kernels, so every
+      // boolean trains alike (train_options.cpp); what is read is the type.
+      {"policy.optimizer.kwargs.foreach", {{}, {"policy.optimizer.kwargs.foreach=sometimes"}, {}}},
+      {"policy.optimizer.kwargs.fused", {{}, {"policy.optimizer.kwargs.fused=sometimes"}, {}}},
+      {"policy.optimizer.kwargs.amsgrad", {{}, {"+policy.optimizer.kwargs.amsgrad=true"}, {}}},
+      {"policy.optimizer.kwargs.maximize", {{}, {"+policy.optimizer.kwargs.maximize=true"}, {}}},
+
+      {"policy.sequence_packing.enabled",
+       {{}, {"policy.sequence_packing.enabled=true"}, TRAIN_FIELD(packing.enabled)}},
+      {"policy.sequence_packing.train_mb_tokens",
+       {packing, {"policy.sequence_packing.train_mb_tokens=2048"}, TRAIN_FIELD(packing.train_mb_tokens)}},
+      // Both reference algorithms run as first-fit decreasing; others are refused.
+      {"policy.sequence_packing.algorithm",
+       {packing, {"policy.sequence_packing.algorithm=best_fit"}, {}}},
+      {"policy.sequence_packing.sequence_length_round",
+       {packing, {"policy.sequence_packing.sequence_length_round=8"},
+        TRAIN_FIELD(packing.sequence_length_round)}},
+
+      {"policy.scheduler.warmup_steps",
+       {schedule, {"+policy.scheduler.warmup_steps=5"}, schedule_differs}},
+      {"policy.scheduler.warmup_start_factor",
+       {{"policy.scheduler={warmup_steps: 5}"}, {"+policy.scheduler.warmup_start_factor=0.5"},
+        schedule_differs}},
+      {"policy.scheduler.decay",
+       {{"policy.scheduler={decay_steps: 10}"}, {"+policy.scheduler.decay=cosine"}, schedule_differs}},
+      {"policy.scheduler.decay_steps",
+       {schedule, {"policy.scheduler.decay_steps=20"}, schedule_differs}},
+      {"policy.scheduler.min_lr_ratio",
+       {schedule, {"+policy.scheduler.min_lr_ratio=0.5"}, schedule_differs}},
+
+      {"policy.dtensor_cfg._v2", {{}, {"policy.dtensor_cfg._v2=false"}, PARALLEL_FIELD(v2)}},
+      {"policy.dtensor_cfg.enabled", {{}, {"policy.dtensor_cfg.enabled=false"}, {}}},
+      {"policy.dtensor_cfg.tensor_parallel_size",
+       {{}, {"policy.dtensor_cfg.tensor_parallel_size=2"}, PARALLEL_FIELD(tensor_parallel_size)}},
+      {"policy.dtensor_cfg.context_parallel_size",
+       {{}, {"policy.dtensor_cfg.context_parallel_size=2"}, PARALLEL_FIELD(context_parallel_size)}},
+      {"policy.dtensor_cfg.expert_parallel_size",
+       {{}, {"policy.dtensor_cfg.expert_parallel_size=2"}, PARALLEL_FIELD(expert_parallel_size)}},
+      {"policy.dtensor_cfg.dp_replicate_size",
+       {{}, {"policy.dtensor_cfg.dp_replicate_size=2"}, PARALLEL_FIELD(dp_replicate_size)}},
+      {"policy.dtensor_cfg.sequence_parallel",
+       {{}, {"policy.dtensor_cfg.sequence_parallel=true"}, PARALLEL_FIELD(sequence_parallel)}},
+      {"policy.dtensor_cfg.activation_checkpointing",
+       {{}, {"policy.dtensor_cfg.activation_checkpointing=true"},
+        TRAIN_FIELD(activation_checkpointing)}},
+      {"policy.dtensor_cfg.cpu_offload", {{}, {"policy.dtensor_cfg.cpu_offload=true"}, {}}},
+      {"policy.dtensor_cfg.custom_parallel_plan",
+       {{}, {"policy.dtensor_cfg.custom_parallel_plan=pkg.module.plan"},
+        PARALLEL_FIELD(custom_parallel_plan.has_value())}},
+      {"policy.dtensor_cfg.accumulate_unsharded_grads",
+       {{}, {"policy.dtensor_cfg.accumulate_unsharded_grads=true"},
+        PARALLEL_FIELD(accumulate_unsharded_grads)}},
+      {"policy.dtensor_cfg.env_vars", {{}, {"+policy.dtensor_cfg.env_vars={NCCL_DEBUG: INFO}"}, {}}},
+      {"policy.dtensor_cfg.automodel_kwargs",
+       {{}, {"+policy.dtensor_cfg.automodel_kwargs={use_liger_kernel: true}"}, {}}},
+      {"policy.dtensor_cfg.lora_cfg", {{}, {"+policy.dtensor_cfg.lora_cfg={enabled: true}"}, {}}},
+  };
+  return table;
+}
+
+Parsed parse(const std::vector<std::string>& overrides) {
+  const auto c = config::load_config(
+      test_support::source_tree() / "examples" / "configs" / "sft.yaml", overrides);
+  return Parsed{config::parallelism_from(c), train_options_from(c)};
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST(ConfigKeys, EveryAcceptedKeyIsRead) {
+  for (const auto& section : checked_config_sections()) {
+    for (const auto& key : section.keys) {
+      const std::string path = section.path + "." + key;
+      SCOPED_TRACE(path);
+      const auto it = probes().find(path);
+      if (it == probes().end()) {
+        ADD_FAILURE() << path << " is accepted but has no probe in " << __FILE__
+                      << ": make tessel read it (or refuse the values it cannot honour), then "
+                         "add a probe showing that";
+        continue;
+      }
+      const Probe& probe = it->second;
+      ASSERT_FALSE(probe.change.empty());
+      ASSERT_THAT(probe.change.front(), ::testing::HasSubstr(path)) << "the probe sets another key";
+      const Parsed base = parse(probe.setup);
+      const auto probed = concat(probe.setup, probe.change);
+      if (probe.changed) {
+        EXPECT_TRUE(probe.changed(base, parse(probed))) << "setting it changed nothing";
+      } else {
+        try {
+          parse(probed);
+          ADD_FAILURE() << "the value is neither refused nor changes anything";
+        } catch (const UsageError& e) {
+          EXPECT_THAT(e.what(), ::testing::HasSubstr(key)) << "the error must name the key";
+        }
+      }
+    }
+  }
+}
+
+TEST(ConfigKeys, EveryProbeIsForAnAcceptedKey) {
+  std::set<std::string> accepted;
+  for (const auto& section : checked_config_sections()) {
+    for (const auto& key : section.keys) accepted.insert(section.path + "." + key);
+  }
+  for (const auto& [path, probe] : probes()) {
+    EXPECT_EQ(accepted.count(path), 1u) << path << " is probed but no section accepts it";
+  }
+}
+
+}  // namespace
+}  // namespace tessel::train
