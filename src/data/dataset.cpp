@@ -13,6 +13,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kSyntheticName = "synthetic";
+
 bool is_demo_name(const std::string& name) { return name == "demo_sft" || name == "demo"; }
 
 }  // namespace
@@ -53,9 +55,13 @@ std::string find_demo_dataset(const std::string& split) {
       relative.string(), searched));
 }
 
+bool dataset_needs_tokenizer(const std::string& dataset_name) {
+  return dataset_name != kSyntheticName;
+}
+
 Dataset load_dataset(const std::string& dataset_name, const Tokenizer* tokenizer,
                      const DatasetOptions& options) {
-  if (dataset_name == "synthetic") {
+  if (dataset_name == kSyntheticName) {
     const int64_t length = options.synthetic_sequence_length > 0
                                ? options.synthetic_sequence_length
                                : options.sequence.max_input_seq_length;

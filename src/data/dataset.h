@@ -57,6 +57,12 @@ class Dataset {
 Dataset load_dataset(const std::string& dataset_name, const Tokenizer* tokenizer,
                      const DatasetOptions& options);
 
+// False only for "synthetic", whose token ids are drawn from the vocabulary
+// directly: a run on it loads no tokenizer (its model directory may have none,
+// and a vocabulary too small for the byte-level fallback). A file may hold
+// text, so it needs one.
+bool dataset_needs_tokenizer(const std::string& dataset_name);
+
 // Reads one .jsonl file (formats above). Errors name file:line.
 Dataset load_jsonl_dataset(const std::string& path, const Tokenizer* tokenizer,
                            const DatasetOptions& options);

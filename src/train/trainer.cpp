@@ -37,7 +37,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 data::Dataset load_split(const DatasetOptions& which, const TrainOptions& o,
-                         const data::Tokenizer& tokenizer, int64_t vocab_size) {
+                         const data::Tokenizer* tokenizer, int64_t vocab_size) {
   data::DatasetOptions d;
   d.sequence.add_bos = o.add_bos;
   d.sequence.add_eos = o.add_eos;
@@ -45,7 +45,16 @@ data::Dataset load_split(const DatasetOptions& which, const TrainOptions& o,
   d.split = which.split.empty() ? "train" : which.split;
   d.seed = o.seed;
   d.vocab_size = vocab_size;
-  return data::load_dataset(which.name, &tokenizer, d);
+  return data::load_dataset(which.name, tokenizer, d);
+}
+
+// Synthetic token ids need no tokenizer, so a run on synthetic data alone
+// loads none: its model directory may lack tokenizer.json and have a
+// vocabulary too small for the byte-level fallback. Null then.
+std::shared_ptr<data::Tokenizer> tokenizer_for(const TrainOptions& o, int64_t vocab) {
+  const bool needed = data::dataset_needs_tokenizer(o.train_data.name) ||
+                      (o.val_data && data::dataset_needs_tokenizer(o.val_data->name));
+  return needed ? data::load_tokenizer(o.tokenizer, vocab) : nullptr;
 }
 
 // How the examples of one micro batch become tensors: one padded example per
@@ -190,9 +199,12 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   ShardedModel sharded = setup_model(o, mesh, config::parallelism_from(config));
   const MemoryReport after_setup = memory_report(*mesh.world());
   const int64_t vocab = sharded.model->config().vocab_size;
-  const auto tokenizer = data::load_tokenizer(o.tokenizer, vocab);
-  data::Dataset train_set = load_split(o.train_data, o, *tokenizer, vocab);
-  const BatchLayout collate = batch_layout(o, tokenizer->pad_id());
+  const auto tokenizer = tokenizer_for(o, vocab);
+  data::Dataset train_set = load_split(o.train_data, o, tokenizer.get(), vocab);
+  // Without a tokenizer (synthetic data) padding is only rounding up to
+  // make_sequence_length_divisible_by; padded positions are never targets,
+  // so any id serves.
+  const BatchLayout collate = batch_layout(o, tokenizer ? tokenizer->pad_id() : 0);
 
   data::SamplerOptions sampler_options;
   sampler_options.global_batch_size = o.global_batch_size;
@@ -206,7 +218,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   const bool want_val = o.val_data && (o.val_period > 0 || o.val_at_start || o.val_at_end);
   std::optional<Validator> validator;
   if (want_val) {
-    validator.emplace(load_split(*o.val_data, o, *tokenizer, vocab), o, mesh, collate);
+    validator.emplace(load_split(*o.val_data, o, tokenizer.get(), vocab), o, mesh, collate);
   }
 
   const int64_t total_steps =
@@ -218,7 +230,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
 
   if (rank0) {
     log::info("model {} ({} parameters), tokenizer {}", o.model_name, num_params,
-              tokenizer->describe());
+              tokenizer ? tokenizer->describe() : "none (synthetic token ids)");
     log::info("mesh {}; dp size {}", mesh.layout().describe(), mesh.layout().dp_size());
     log::info("{}", setup_memory_line(sharded, after_setup));
     log::info("data '{}': {} examples, {} steps per epoch; global batch {} = micro batch {} x "

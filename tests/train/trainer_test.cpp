@@ -16,7 +16,9 @@
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
 #include "fsdp/state_dict.h"
+#include "models/model_config.h"
 #include "models/presets.h"
+#include "models/pretrained.h"
 #include "train/train_fixture.h"
 #include "train/trainer.h"
 
@@ -152,6 +154,31 @@ TEST_F(TrainerTest, ModelDirectoryWithoutWeightsIsUsageError) {
     EXPECT_THAT(e.what(), HasSubstr("no weights"));
     EXPECT_THAT(e.what(), HasSubstr("tessel init-model --config"));
   }
+}
+
+// Synthetic token ids come straight from the model's vocabulary: no
+// tokenizer is loaded, so a model directory without tokenizer.json and with
+// a vocabulary too small for the byte-level fallback (< 256) still trains.
+TEST_F(TrainerTest, SyntheticDataNeedsNoTokenizer) {
+  const auto model_dir = dir_ / "vocab97";
+  auto config = models::parse_model_config(models::make_preset_config("tiny-llama"), "preset");
+  config.vocab_size = 97;
+  models::save_initialized(config, /*seed=*/1, at::kFloat, model_dir);
+  ASSERT_FALSE(std::filesystem::exists(model_dir / "tokenizer.json"));
+  TrainResult r = train(make_config({"policy.model_name='" + model_dir.string() + "'",
+                                     "data.train.dataset_name=synthetic",
+                                     "data.validation.dataset_name=synthetic",
+                                     "sft.val_period=3", "sft.val_batches=1",
+                                     "sft.val_global_batch_size=4", "sft.val_micro_batch_size=4"}),
+                        world_mesh(), quiet());
+  ASSERT_EQ(r.steps.size(), 6u);
+  for (const auto& s : r.steps) {
+    EXPECT_TRUE(std::isfinite(s.loss)) << "step " << s.step;
+    // Uniform random ids over 97: the loss starts and stays near log(97),
+    // not log(256), so the ids were drawn from the model's own vocabulary.
+    EXPECT_NEAR(s.loss, std::log(97.0), 0.5) << "step " << s.step;
+  }
+  EXPECT_EQ(r.validations.size(), 2u);  // steps 3 and 6
 }
 
 TEST_F(TrainerTest, MissingDatasetIsUsageError) {
