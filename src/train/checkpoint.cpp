@@ -33,6 +33,10 @@ using nlohmann::json;
 namespace {
 
 std::string step_name(int64_t step) { return fmt::format("step_{}", step); }
+const std::regex& step_pattern() {
+  static const std::regex pattern("step_([0-9]+)");
+  return pattern;
+}
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
@@ -74,13 +78,12 @@ void prune(const fs::path& dir, const KeepPolicy& keep) {
     std::optional<double> metric;
   };
   std::vector<Step> steps;
-  const std::regex pattern("step_([0-9]+)");
   for (const auto& e : fs::directory_iterator(dir)) {
     std::smatch m;
     const std::string name = e.path().filename().string();
     // Only complete checkpoints count: a directory without metadata.json is
     // not one and must not push a real checkpoint out.
-    if (e.is_directory() && std::regex_match(name, m, pattern) &&
+    if (e.is_directory() && std::regex_match(name, m, step_pattern()) &&
         fs::is_regular_file(e.path() / "metadata.json")) {
       steps.push_back({std::stoll(m[1]), e.path(), recorded_metric(e.path(), keep.metric_name)});
     }
@@ -289,15 +292,25 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
   world->barrier();
 }
 
+fs::path checkpoint_step_dir(const fs::path& dir, int64_t step) { return dir / step_name(step); }
+
+int64_t checkpoint_step(const fs::path& step_dir) {
+  std::smatch m;
+  const std::string name = step_dir.filename().string();
+  if (!std::regex_match(name, m, step_pattern())) {
+    throw Error(fmt::format("{} is not a step_<N> checkpoint directory", step_dir.string()));
+  }
+  return std::stoll(m[1]);
+}
+
 std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;
   std::optional<std::pair<int64_t, fs::path>> best;
-  const std::regex pattern("step_([0-9]+)");
   for (const auto& e : fs::directory_iterator(dir)) {
     std::smatch m;
     const std::string name = e.path().filename().string();
-    if (!e.is_directory() || !std::regex_match(name, m, pattern)) continue;
+    if (!e.is_directory() || !std::regex_match(name, m, step_pattern())) continue;
     if (!fs::is_regular_file(e.path() / "metadata.json")) continue;
     const int64_t step = std::stoll(m[1]);
     if (!best || step > best->first) best = std::make_pair(step, e.path());

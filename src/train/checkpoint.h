@@ -73,7 +73,13 @@ void save_checkpoint(const std::filesystem::path& dir, const CheckpointInfo& inf
                      const dist::DeviceMesh& mesh, const config::Config& run_config,
                      const KeepPolicy& keep);
 
-// The step_<N> directory with the largest N under `dir`, if any.
+// <dir>/step_<step>, and back: the N of a step_<N> directory.
+std::filesystem::path checkpoint_step_dir(const std::filesystem::path& dir, int64_t step);
+int64_t checkpoint_step(const std::filesystem::path& step_dir);
+
+// The step_<N> directory with the largest N under `dir`, if any. One rank's
+// view of the directory: a run resumes from agreed_latest_checkpoint()
+// (resume_point.h) instead, which all ranks share.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
 
 // Restores parameters (and the optimizer state and step when `optimizer` is

@@ -26,6 +26,7 @@
 #include "train/link_traffic.h"
 #include "train/memory.h"
 #include "train/progress.h"
+#include "train/resume_point.h"
 #include "train/tensorboard_writer.h"
 #include "train/train_step.h"
 
@@ -246,10 +247,11 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     }
   }
   // Resume from the latest complete checkpoint, as the reference does when
-  // checkpointing is enabled and its directory already holds one.
+  // checkpointing is enabled and its directory already holds one; rank 0's
+  // choice, so that every rank loads the same step.
   int64_t start_step = 0;
   if (o.checkpoint.enabled) {
-    if (const auto latest = latest_checkpoint(o.checkpoint.dir)) {
+    if (const auto latest = agreed_latest_checkpoint(o.checkpoint.dir, *mesh.world())) {
       const CheckpointInfo info = load_checkpoint(*latest, sharded, &optimizer);
       sampler.load_state(info.sampler);
       start_step = info.step;
