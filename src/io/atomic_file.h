@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <string_view>
 
+#include "io/file_digest.h"
+#include "io/xxhash64.h"
+
 namespace tessel::io {
 
 class AtomicFileWriter {
@@ -21,7 +24,8 @@ class AtomicFileWriter {
 
   void write(const void* data, size_t size);
   // Flushes, closes and renames the temporary file onto the target path.
-  void commit();
+  // Returns the size and hash of what was written (hashed as it was written).
+  FileDigest commit();
 
   const std::filesystem::path& path() const { return path_; }
 
@@ -30,9 +34,15 @@ class AtomicFileWriter {
   std::filesystem::path temp_path_;
   int fd_ = -1;
   bool committed_ = false;
+  XxHash64 hash_;
+  uint64_t bytes_ = 0;
 };
 
+// fsync of a directory: makes the creations and renames inside it durable.
+// Best effort (some file systems refuse).
+void sync_directory(const std::filesystem::path& dir);
+
 // The whole content at once (config.json, index files).
-void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+FileDigest write_file_atomically(const std::filesystem::path& path, std::string_view content);
 
 }  // namespace tessel::io

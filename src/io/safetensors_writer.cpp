@@ -40,8 +40,9 @@ void check_named_tensors(const std::filesystem::path& path, const NamedTensors& 
   }
 }
 
-void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata, const TensorProducer& produce) {
+FileDigest save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                            const std::map<std::string, std::string>& metadata,
+                            const TensorProducer& produce) {
   check_named_tensors(path, tensors);
 
   // Largest elements first keeps every tensor aligned to its element size.
@@ -89,7 +90,7 @@ void save_safetensors(const std::filesystem::path& path, const NamedTensors& ten
     const at::Tensor t = data.detach().cpu().resolve_conj().resolve_neg().contiguous();
     out.write(t.data_ptr(), offsets[i].second - offsets[i].first);
   }
-  out.commit();
+  return out.commit();
 }
 
 }  // namespace tessel::io

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "io/file_digest.h"
+
 namespace tessel::io {
 
 // Tensors in the order their names should appear in the header.
@@ -35,9 +37,10 @@ using TensorProducer = std::function<at::Tensor(const std::string& name, const a
 // empty, duplicate or reserved ("__metadata__") name, an undefined or sparse
 // tensor, or an unsupported dtype. The parent directory must exist.
 // With a `produce`, `tensors` only describe the data (see TensorProducer).
-void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata = {},
-                      const TensorProducer& produce = {});
+// Returns the written file's size and hash.
+FileDigest save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                            const std::map<std::string, std::string>& metadata = {},
+                            const TensorProducer& produce = {});
 
 // The checks save_safetensors makes on names and tensors, without writing;
 // `file` names the destination in messages. Lets a multi-file save fail

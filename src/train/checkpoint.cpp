@@ -23,6 +23,7 @@
 #include "models/registry.h"
 #include "parallel/param_registry.h"
 #include "tensor/box_map.h"
+#include "train/checkpoint_manifest.h"
 #include "train/shard_loading.h"
 
 namespace tessel::train {
@@ -258,12 +259,28 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
       }
     }
   }
-  io::save_safetensors(tmp / fmt::format("rank_{}.safetensors", rank), tensors,
-                       {{"dim0_offsets", offsets.dump()}, {"tp_rank", std::to_string(model.tp_group->rank())}});
+  const std::string rank_file = fmt::format("rank_{}.safetensors", rank);
+  const io::FileDigest digest =
+      io::save_safetensors(tmp / rank_file, tensors,
+                           {{"dim0_offsets", offsets.dump()}, {"tp_rank", std::to_string(model.tp_group->rank())}});
   if (rank != 0) crash_here_if_asked(info.step, rank);
-  world->barrier();  // every shard is on disk before the step becomes visible
+  // Every rank's file is on disk (fsync'ed by the writer) once this returns:
+  // rank 0 learns what each wrote, for the manifest. [rank] = {bytes, hash}
+  const at::Tensor mine = at::tensor({static_cast<int64_t>(digest.bytes),
+                                      static_cast<int64_t>(digest.xxh64)}, at::kLong);
+  const at::Tensor all = at::empty({world->size() * 2}, at::kLong);
+  world->all_gather_into(all, mine);
 
   if (rank == 0) {
+    CheckpointManifest files;
+    const auto* digests = all.data_ptr<int64_t>();
+    for (int r = 0; r < world->size(); ++r) {
+      files[fmt::format("rank_{}.safetensors", r)] = {static_cast<uint64_t>(digests[2 * r]),
+                                                      static_cast<uint64_t>(digests[2 * r + 1])};
+    }
+    files["config.json"] =
+        io::write_file_atomically(tmp / "config.json", models::to_config_json(model.model->config()));
+    files["config.yaml"] = io::write_file_atomically(tmp / "config.yaml", run_config.to_yaml());
     json meta;
     meta["format"] = "tessel-checkpoint-2";  // 2: each element in one rank file
     meta["step"] = info.step;
@@ -276,9 +293,10 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     meta["shapes"] = shapes;
     meta["tp_size"] = model.tp_group->size();
     meta["tp_sharded"] = tp_sharded;
+    meta["files"] = json::parse(manifest_to_json(files));
+    // The commit marker, last: a step directory holding metadata.json holds
+    // every file it lists, durably.
     io::write_file_atomically(tmp / "metadata.json", meta.dump(2));
-    io::write_file_atomically(tmp / "config.json", models::to_config_json(model.model->config()));
-    io::write_file_atomically(tmp / "config.yaml", run_config.to_yaml());
     crash_here_if_asked(info.step, rank);
     // Saving a step that already exists (a rerun): move the old copy aside
     // with one rename rather than deleting it first, so the window in which
@@ -286,6 +304,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     const fs::path old = dir / fmt::format(".{}.old", step_name(info.step));
     if (fs::exists(final_dir)) fs::rename(final_dir, old);
     fs::rename(tmp, final_dir);
+    io::sync_directory(dir);  // the rename survives a power loss
     fs::remove_all(old);
     prune(dir, keep);
   }
@@ -410,6 +429,7 @@ std::vector<std::pair<std::string, at::Tensor>> load_full_tensors(const fs::path
 
 fs::path convert_checkpoint_to_hf(const fs::path& ckpt, const fs::path& out_dir) {
   const fs::path step_dir = resolve_step_dir(ckpt);
+  verify_checkpoint(step_dir);
   const auto config = models::parse_model_config(read_text(step_dir / "config.json"),
                                                  (step_dir / "config.json").string());
   auto model = models::build_model(config);

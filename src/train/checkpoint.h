@@ -13,12 +13,16 @@
 //   metadata.json         step, world size, mesh, tp size and the parameters
 //                         split over tp (dim, packed parts), global shapes, optimizer
 //                         step, data sampler position, the metrics of the
-//                         step ("train:loss", ...; rank 0)
+//                         step ("train:loss", ...; rank 0), and every other
+//                         file's size and xxHash64 ("files",
+//                         checkpoint_manifest.h), checked before a load
 //   config.json           the model's Hugging Face config (for `tessel convert`)
 //   config.yaml           the run's resolved config
-// Saving writes into .step_<N>.tmp and renames it when every rank is done, so
-// a crash mid-save leaves the previous checkpoints untouched and never a
-// half-written step_<N>; the next save removes such leftovers.
+// Saving writes into .step_<N>.tmp; each file is fsync'ed as it is written,
+// metadata.json (the commit marker) last, once every rank's file is durable;
+// then the directory is renamed to step_<N>. A crash mid-save leaves the
+// previous checkpoints untouched and never a half-written step_<N>; the next
+// save removes such leftovers.
 //
 // Loading reads, for each parameter, only the rows the loading rank holds:
 // the boxes of the global tensor each rank file covers (its tp piece, its

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "dist/communicator.h"
+#include "train/train_options.h"
 
 namespace tessel::train {
 
@@ -18,5 +19,13 @@ namespace tessel::train {
 // none.
 std::optional<std::filesystem::path> agreed_latest_checkpoint(const std::filesystem::path& dir,
                                                               dist::Communicator& world);
+
+// The step directory the run resumes from, the same on every rank (collective
+// over `world`): checkpointing.resume_from when set (UsageError unless it is
+// a complete checkpoint), else with checkpointing.enabled the agreed latest
+// one, else none. Its files are checked (checkpoint_manifest.h) before it is
+// returned.
+std::optional<std::filesystem::path> resume_point(const CheckpointOptions& options,
+                                                  dist::Communicator& world);
 
 }  // namespace tessel::train

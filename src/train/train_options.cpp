@@ -242,6 +242,8 @@ TrainOptions train_options_from(const Config& c) {
       c.get_or<std::optional<int64_t>>("checkpointing.keep_top_k", std::nullopt).value_or(0);
   o.checkpoint.metric_name = checkpoint_metric_from(c);
   o.checkpoint.higher_is_better = c.get_or<bool>("checkpointing.higher_is_better", false);
+  o.checkpoint.resume_from =
+      c.get_or<std::optional<std::string>>("checkpointing.resume_from", std::nullopt).value_or("");
   return o;
 }
 

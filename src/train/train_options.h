@@ -33,6 +33,10 @@ struct CheckpointOptions {
   // is stored as "val:val_loss"); empty (null): the most recent are kept.
   std::string metric_name;
   bool higher_is_better = false;
+  // checkpointing.resume_from: a step_<N> directory to resume from instead of
+  // the latest in `dir` (e.g. the one before a damaged checkpoint); empty:
+  // the latest, when `enabled`.
+  std::string resume_from;
 };
 
 // A config mapping with a closed list of keys: any other key is a UsageError

@@ -247,16 +247,14 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     }
   }
   // Resume from the latest complete checkpoint, as the reference does when
-  // checkpointing is enabled and its directory already holds one; rank 0's
-  // choice, so that every rank loads the same step.
+  // checkpointing is enabled and its directory already holds one (or from
+  // checkpointing.resume_from); one step for all ranks, its files checked.
   int64_t start_step = 0;
-  if (o.checkpoint.enabled) {
-    if (const auto latest = agreed_latest_checkpoint(o.checkpoint.dir, *mesh.world())) {
-      const CheckpointInfo info = load_checkpoint(*latest, sharded, &optimizer);
-      sampler.load_state(info.sampler);
-      start_step = info.step;
-      if (rank0) log::info("resumed from {} (step {})", latest->string(), start_step);
-    }
+  if (const auto from = resume_point(o.checkpoint, *mesh.world())) {
+    const CheckpointInfo info = load_checkpoint(*from, sharded, &optimizer);
+    sampler.load_state(info.sampler);
+    start_step = info.step;
+    if (rank0) log::info("resumed from {} (step {})", from->string(), start_step);
   }
 
   std::unique_ptr<MetricsWriter> metrics;

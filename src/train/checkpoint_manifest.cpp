@@ -1,0 +1,160 @@
+#include "train/checkpoint_manifest.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "core/error.h"
+#include "io/xxhash64.h"
+#include "train/checkpoint.h"
+
+namespace tessel::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// The newest complete step before `step_dir`'s in the same directory.
+std::optional<fs::path> previous_checkpoint(const fs::path& step_dir) {
+  std::optional<fs::path> best;
+  int64_t step = -1;
+  try {
+    step = checkpoint_step(step_dir);
+  } catch (const Error&) {
+    return std::nullopt;  // not a step_<N> name: no order to go back in
+  }
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(step_dir.parent_path(), ec)) {
+    if (!e.is_directory() || !fs::is_regular_file(e.path() / "metadata.json")) continue;
+    int64_t other = -1;
+    try {
+      other = checkpoint_step(e.path());
+    } catch (const Error&) {
+      continue;
+    }
+    if (other < step && (!best || other > checkpoint_step(*best))) best = e.path();
+  }
+  return best;
+}
+
+[[noreturn]] void throw_damaged(const fs::path& step_dir, const std::string& file,
+                                const std::string& what) {
+  const auto previous = previous_checkpoint(step_dir);
+  const std::string remedy =
+      previous ? fmt::format("Resume from the previous checkpoint: add "
+                             "++checkpointing.resume_from={} to the command line (or set "
+                             "checkpointing.resume_from in the config); the damaged step is "
+                             "written again when the run reaches it",
+                             previous->string())
+               : fmt::format("There is no earlier complete checkpoint in {}: restore the file "
+                             "from a copy, or start afresh with another "
+                             "checkpointing.checkpoint_dir",
+                             step_dir.parent_path().string());
+  throw UsageError(fmt::format("checkpoint {} is damaged: {} {}. {}", step_dir.string(),
+                               (step_dir / file).string(), what, remedy));
+}
+
+// The manifest of `step_dir` (empty for a checkpoint saved without one).
+CheckpointManifest read_manifest(const fs::path& step_dir) {
+  std::ifstream in(step_dir / "metadata.json");
+  if (!in) throw_damaged(step_dir, "metadata.json", "cannot be read");
+  const json meta = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object()) throw_damaged(step_dir, "metadata.json", "is not valid JSON");
+  if (!meta.contains("files")) return {};
+  return manifest_from_json(meta.at("files").dump());
+}
+
+void verify_file(const fs::path& step_dir, const std::string& name, const io::FileDigest& saved) {
+  const fs::path path = step_dir / name;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw_damaged(step_dir, name, "is missing");
+  const io::FileDigest now = io::digest_file(path);
+  if (now.bytes != saved.bytes) {
+    throw_damaged(step_dir, name,
+                  fmt::format("holds {} bytes but the save wrote {}{}", now.bytes, saved.bytes,
+                              now.bytes < saved.bytes ? " (truncated)" : ""));
+  }
+  if (now.xxh64 != saved.xxh64) {
+    throw_damaged(step_dir, name,
+                  fmt::format("has xxHash64 {} but the save wrote {}: its content changed "
+                              "after the save",
+                              io::hash_hex(now.xxh64), io::hash_hex(saved.xxh64)));
+  }
+}
+
+}  // namespace
+
+std::string manifest_to_json(const CheckpointManifest& manifest) {
+  json out = json::object();
+  for (const auto& [name, d] : manifest) {
+    out[name] = {{"bytes", d.bytes}, {"xxh64", io::hash_hex(d.xxh64)}};
+  }
+  return out.dump();
+}
+
+CheckpointManifest manifest_from_json(const std::string& json_text) {
+  const json in = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!in.is_object()) throw UsageError("a checkpoint's \"files\" list is not a JSON object");
+  CheckpointManifest out;
+  for (const auto& [name, d] : in.items()) {
+    if (!d.is_object() || !d.contains("bytes") || !d.at("bytes").is_number_unsigned() ||
+        !d.contains("xxh64") || !d.at("xxh64").is_string()) {
+      throw UsageError(fmt::format("a checkpoint's \"files\" entry for {} is malformed: {}", name,
+                                   d.dump()));
+    }
+    const std::string hex = d.at("xxh64").get<std::string>();
+    size_t used = 0;
+    uint64_t hash = 0;
+    try {
+      hash = std::stoull(hex, &used, 16);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (hex.size() != 16 || used != hex.size()) {
+      throw UsageError(fmt::format("a checkpoint's \"files\" entry for {} has xxh64 '{}', not 16 "
+                                   "hex digits",
+                                   name, hex));
+    }
+    out[name] = io::FileDigest{d.at("bytes").get<uint64_t>(), hash};
+  }
+  return out;
+}
+
+void verify_checkpoint(const fs::path& step_dir) {
+  for (const auto& [name, saved] : read_manifest(step_dir)) verify_file(step_dir, name, saved);
+}
+
+void verify_checkpoint(const fs::path& step_dir, dist::Communicator& world) {
+  // Every rank reads the same metadata.json, so all agree on the list (or
+  // all throw the same error here, with no collective pending).
+  const CheckpointManifest manifest = read_manifest(step_dir);
+  const std::vector<std::pair<std::string, io::FileDigest>> files(manifest.begin(),
+                                                                  manifest.end());
+  const int64_t n = static_cast<int64_t>(files.size());
+  // Rank r reads files r, r + world, ...; what is reduced is n - (first bad
+  // index), so the maximum names the first damaged file, and 0 none.
+  int64_t worst = 0;
+  for (int64_t i = world.rank(); i < n && worst == 0; i += world.size()) {
+    try {
+      verify_file(step_dir, files[i].first, files[i].second);
+    } catch (const UsageError&) {
+      worst = n - i;
+    }
+  }
+  at::Tensor flag = at::full({1}, worst, at::kLong);
+  world.all_reduce(flag, dist::ReduceOp::Max);
+  worst = flag.item<int64_t>();
+  if (worst == 0) return;
+  // Each rank checks the damaged file again itself, so they all throw the
+  // same UsageError naming it and end alike (none goes on to load).
+  const auto& [name, saved] = files[n - worst];
+  verify_file(step_dir, name, saved);
+  throw_damaged(step_dir, name, "did not read back as saved on another rank");
+}
+
+}  // namespace tessel::train

@@ -1,0 +1,35 @@
+// Every file of a checkpoint step with its size and xxHash64, recorded in
+// metadata.json ("files") when it is saved and checked before it is loaded:
+// a step directory truncated or corrupted after a successful save (a full
+// disk, a bad copy) fails with a UsageError naming the file and the remedy
+// (resume from the previous checkpoint with checkpointing.resume_from)
+// instead of training on damaged weights or failing deep inside a load.
+// metadata.json itself is the save's commit marker, written last, so it is
+// not in the list; a metadata.json that does not parse is reported the same
+// way. Checkpoints saved before the list existed load unchecked.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "dist/communicator.h"
+#include "io/file_digest.h"
+
+namespace tessel::train {
+
+// File name inside the step directory -> what was written.
+using CheckpointManifest = std::map<std::string, io::FileDigest>;
+
+// The manifest as JSON text for metadata.json's "files", and back.
+std::string manifest_to_json(const CheckpointManifest& manifest);
+CheckpointManifest manifest_from_json(const std::string& json_text);
+
+// Reads and checks every file of the manifest in this process.
+void verify_checkpoint(const std::filesystem::path& step_dir);
+
+// Collective over `world`: the files are split over the ranks (each read
+// once), and every rank throws the same UsageError when any is damaged.
+void verify_checkpoint(const std::filesystem::path& step_dir, dist::Communicator& world);
+
+}  // namespace tessel::train
