@@ -23,6 +23,17 @@ extern "C" {
 __attribute__((used)) const char* malloc_conf = "dirty_decay_ms:-1,muzzy_decay_ms:-1";
 }
 
+namespace {
+
+// Prints the error (naming the rank in a multi-rank job) and ends: the whole
+// job at once when other ranks may be waiting for this one.
+int fail(const char* message, int exit_code) {
+  std::fprintf(stderr, "tessel: error%s: %s\n", tessel::dist::rank_label().c_str(), message);
+  return tessel::dist::end_job_after_error(exit_code);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"tessel: distributed training of Hugging Face-style language models in C++"};
   app.require_subcommand(1);
@@ -39,11 +50,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     code = app.exit(e);
   } catch (const tessel::UsageError& e) {
-    std::fprintf(stderr, "tessel: error: %s\n", e.what());
-    code = 2;
+    return fail(e.what(), 2);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tessel: error: %s\n", e.what());
-    code = 1;
+    return fail(e.what(), 1);
   }
   tessel::dist::shutdown();
   return code;

@@ -138,4 +138,16 @@ CommunicatorPtr world();
 // Finalizes the backend (MPI_Finalize) at normal exit. Safe to call twice.
 void shutdown();
 
+// " on rank R of N" when this process is one rank of a started multi-rank
+// world, else "": for error messages, so a job's output says which rank failed.
+std::string rank_label();
+
+// The end of a program whose rank failed (an exception escaped). Alone, a
+// normal shutdown() that returns `exit_code`. As one rank of several, the
+// whole job is ended at once (MPI_Abort with `exit_code`; does not return):
+// the other ranks may be waiting for this one inside a collective and would
+// otherwise wait out the collective timeout, and MPI_Finalize itself would
+// wait for them. Print the error first.
+int end_job_after_error(int exit_code);
+
 }  // namespace tessel::dist

@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -161,6 +162,35 @@ void shutdown() {
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
   }
+}
+
+namespace {
+
+// The started world when it has other ranks, else null.
+CommunicatorPtr multi_rank_world() {
+  WorldState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.shut_down || !s.world || s.world->size() < 2) return nullptr;
+  return s.world;
+}
+
+}  // namespace
+
+std::string rank_label() {
+  const CommunicatorPtr w = multi_rank_world();
+  return w ? fmt::format(" on rank {} of {}", w->rank(), w->size()) : std::string();
+}
+
+int end_job_after_error(int exit_code) {
+  if (!multi_rank_world()) {  // a world of several ranks is MPI's
+    shutdown();
+    return exit_code;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // MPI_THREAD_MULTIPLE lets this thread abort while the engine's sits in MPI.
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; for odd MPIs
 }
 
 }  // namespace tessel::dist

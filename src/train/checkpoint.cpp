@@ -183,19 +183,28 @@ json read_metadata(const fs::path& step_dir) {
 }
 
 // Test-only fault injection (tests/train/checkpoint_crash_test.cpp):
-// TESSEL_TEST_CRASH_IN_SAVE=<step>[:<rank>] makes rank <rank> (default 0)
-// SIGKILL itself while it saves step <step>, at the last moment before the
-// step becomes visible: rank 0 just before the rename (the .tmp then holds
-// every shard and metadata.json), any other rank just after writing its
-// shard. A real kill, not an exception, so nothing is unwound or flushed:
-// what is on disk is what a crash leaves. Unset in normal runs.
+// TESSEL_TEST_CRASH_IN_SAVE=<step>[:<rank>[:throw]] makes rank <rank>
+// (default 0) SIGKILL itself while it saves step <step>, at the last moment
+// before the step becomes visible: rank 0 just before the rename (the .tmp
+// then holds every shard and metadata.json), any other rank just after
+// writing its shard. A real kill, not an exception, so nothing is unwound or
+// flushed: what is on disk is what a crash leaves. With ":throw" the rank
+// throws tessel::Error there instead, as a failed write would, while the
+// other ranks wait for it in the save's collectives. Unset in normal runs.
 void crash_here_if_asked(int64_t step, int rank) {
   const char* spec = std::getenv("TESSEL_TEST_CRASH_IN_SAVE");
   if (spec == nullptr || *spec == '\0') return;
   long long want_step = -1;
   int want_rank = 0;
-  if (std::sscanf(spec, "%lld:%d", &want_step, &want_rank) < 1) return;
-  if (want_step == step && want_rank == rank) ::raise(SIGKILL);
+  char how[8] = {};
+  if (std::sscanf(spec, "%lld:%d:%7s", &want_step, &want_rank, how) < 1) return;
+  if (want_step != step || want_rank != rank) return;
+  if (std::string(how) == "throw") {
+    throw Error(fmt::format("injected by TESSEL_TEST_CRASH_IN_SAVE: the checkpoint of step {} "
+                            "failed on rank {}",
+                            step, rank));
+  }
+  ::raise(SIGKILL);
 }
 
 fs::path resolve_step_dir(const fs::path& ckpt) {

@@ -4,6 +4,8 @@
 //   dist_fault_peer hang_async - the same, the others using the asynchronous
 //                          call (the engine's polling path, not the blocking one)
 //   dist_fault_peer kill  - rank 1 dies (SIGKILL) instead of joining
+//   dist_fault_peer throw - rank 1 throws between two all-reduces, ending as
+//                          the tessel program does (dist::end_job_after_error)
 //   dist_fault_peer ok    - everyone joins (the harness's control case)
 // Exits 0 only when the all-reduce completed on this rank with the right sum.
 #include <ATen/ATen.h>
@@ -14,10 +16,12 @@
 #include <cstring>
 #include <thread>
 
+#include "core/error.h"
 #include "dist/communicator.h"
 
-int main(int argc, char** argv) {
-  const char* mode = argc > 1 ? argv[1] : "ok";
+namespace {
+
+int run(const char* mode) {
   auto world = tessel::dist::world();
   auto group = world->split(0, world->rank(), "hang_group");
   const bool bad_rank = world->rank() == 1;
@@ -28,6 +32,11 @@ int main(int argc, char** argv) {
   }
   if (bad_rank && std::strcmp(mode, "kill") == 0) {
     std::raise(SIGKILL);
+  }
+  if (std::strcmp(mode, "throw") == 0) {
+    at::Tensor first = at::ones({10});
+    group->all_reduce(first);  // the sequence has begun on every rank
+    if (bad_rank) throw tessel::Error("fault_peer: rank 1 failed between two collectives");
   }
   at::Tensor t = at::ones({1000});
   if (async) {
@@ -40,4 +49,15 @@ int main(int argc, char** argv) {
                right ? "correct" : "WRONG");
   tessel::dist::shutdown();
   return right ? 0 : 4;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc > 1 ? argv[1] : "ok");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fault_peer: error%s: %s\n", tessel::dist::rank_label().c_str(), e.what());
+    return tessel::dist::end_job_after_error(5);
+  }
 }

@@ -1,6 +1,7 @@
-// Dead and hung peers: launches dist_fault_peer (built next to this binary)
+// Dead, hung and throwing peers: launches dist_fault_peer (built next to this binary)
 // under mpirun and checks that the job ends non-zero, in bounded time, and,
-// for a hung peer, with the timeout message naming the collective and group.
+// for a hung peer, with the timeout message naming the collective and group,
+// for a throwing one with its message.
 // The outer `timeout` only bounds a broken run; no test asserts on times.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -59,17 +60,23 @@ TEST_F(FaultTest, HealthyJobSucceeds) {
   EXPECT_NE(r.output.find("all_reduce finished (correct)"), std::string::npos) << r.output;
 }
 
-// The job ended by the timeout, with the message naming the collective and group.
-void expect_ended_by_timeout(const RunResult& r) {
+// The job failed, ended before the outer bound, and no rank finished the
+// collective.
+void expect_ended_early(const RunResult& r) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.exit_code, 124) << "the outer bound had to kill the job:\n" << r.output;
+  EXPECT_EQ(r.output.find("all_reduce finished"), std::string::npos) << r.output;
+}
+
+// The job ended by the timeout, with the message naming the collective and group.
+void expect_ended_by_timeout(const RunResult& r) {
+  expect_ended_early(r);
   EXPECT_NE(r.output.find("tessel: collective all_reduce on group 'hang_group (ranks 0,1,2)' "
                           "did not finish within 2 s on rank "),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("Set TESSEL_COLLECTIVE_TIMEOUT_S to change the limit."),
             std::string::npos);
-  EXPECT_EQ(r.output.find("all_reduce finished"), std::string::npos) << r.output;
 }
 
 TEST_F(FaultTest, HungPeerEndsJobWithTimeoutMessage) {
@@ -85,10 +92,19 @@ TEST_F(FaultTest, HungPeerOnAsyncCollectiveEndsJobWithTimeoutMessage) {
 TEST_F(FaultTest, KilledPeerEndsJob) {
   // Our timeout is set high: mpirun itself notices the dead process and ends
   // the job; either way the job must end non-zero before the outer bound.
-  RunResult r = run_job("kill", 3, 60);
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.exit_code, 124) << "the outer bound had to kill the job:\n" << r.output;
-  EXPECT_EQ(r.output.find("all_reduce finished"), std::string::npos) << r.output;
+  expect_ended_early(run_job("kill", 3, 60));
+}
+
+TEST_F(FaultTest, ThrowOnOneRankEndsJobWithItsMessage) {
+  // The collective timeout is far beyond the outer bound (180 s): the job
+  // must end because the failing rank ends it, not by waiting the others out.
+  RunResult r = run_job("throw", 3, 600);
+  expect_ended_early(r);
+  EXPECT_NE(r.output.find("fault_peer: error on rank 1 of 3: fault_peer: rank 1 failed between "
+                          "two collectives"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("did not finish within"), std::string::npos) << r.output;
 }
 
 }  // namespace

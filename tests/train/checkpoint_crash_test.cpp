@@ -39,11 +39,15 @@ class CheckpointCrash : public testing::TrainCliFixture {
 
   // `tessel train` on 2 processes with the run's config, logging to
   // <dir>/<logs>; `crash` is TESSEL_TEST_CRASH_IN_SAVE's value, or empty.
+  // The collective timeout is the default 300 s, and `timeout` bounds a run
+  // that hangs at 120 s (exit 124): a run ending non-zero before that was
+  // not waiting out a collective timeout.
   Result train_cli(const std::string& cfg, const std::string& logs, const std::string& crash) {
     return run_tessel("train " + cfg + " --nproc 2 --no-print-config logger.log_dir='" +
                           (dir_ / logs).string() + "'",
                       /*merge_stderr=*/true,
-                      crash.empty() ? "" : "TESSEL_TEST_CRASH_IN_SAVE=" + crash);
+                      (crash.empty() ? "" : "TESSEL_TEST_CRASH_IN_SAVE=" + crash) +
+                          " TESSEL_COLLECTIVE_TIMEOUT_S=300 timeout -k 5 120");
   }
 
   // A complete checkpoint of `step`: both rank files and metadata.json.
@@ -134,6 +138,26 @@ TEST_F(CheckpointCrash, KilledSaveLeavesPreviousCheckpointAndRunResumes) {
   expect_complete(ckpt() / "step_6", 6);
   EXPECT_FALSE(fs::exists(ckpt() / ".step_6.tmp"));
   EXPECT_EQ(latest_name(), "step_6");
+}
+
+// A rank that throws in the middle of the save's collectives (its write
+// failed) ends the whole job with its message, instead of leaving the other
+// rank waiting for it until the collective timeout; the previous checkpoint
+// stays the one to resume from.
+TEST_F(CheckpointCrash, ThrowOnOneRankEndsTheJobWithItsMessage) {
+  std::vector<std::string> run = {"sft.max_num_steps=6", "policy.train_micro_batch_size=2",
+                                  "checkpointing.enabled=true", "checkpointing.save_period=2",
+                                  "checkpointing.keep_top_k=null"};
+  run.push_back("checkpointing.checkpoint_dir='" + ckpt().string() + "'");
+  const Result r = train_cli(write_config(run), "logs", "4:1:throw");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "the job hung until the outer bound:\n" << r.output;
+  EXPECT_THAT(r.output, HasSubstr("tessel: error on rank 1 of 2: injected by "
+                                  "TESSEL_TEST_CRASH_IN_SAVE: the checkpoint of step 4 failed on "
+                                  "rank 1"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("did not finish within")));
+  EXPECT_FALSE(fs::exists(ckpt() / "step_4"));
+  EXPECT_EQ(latest_name(), "step_2");
 }
 
 }  // namespace
