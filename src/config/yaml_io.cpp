@@ -37,6 +37,12 @@ Config from_node(const YAML::Node& node, const std::string& source) {
                                        source, kv.first.Mark().line + 1));
         }
         const std::string& key = kv.first.Scalar();
+        // An empty key cannot be named in a dotted path (a.b.c), and the
+        // interpolation walk would take "" for the root and recurse forever.
+        if (key.empty()) {
+          throw UsageError(fmt::format("{}:{}: empty mapping key; keys are names, as in a.b.c",
+                                       source, kv.first.Mark().line + 1));
+        }
         if (out.child(key)) {
           throw UsageError(fmt::format("{}:{}: duplicate key '{}'", source,
                                        kv.first.Mark().line + 1, key));

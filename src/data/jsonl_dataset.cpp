@@ -127,7 +127,7 @@ Dataset load_jsonl_dataset(const std::string& path, const Tokenizer* tokenizer,
     json object;
     try {
       object = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
       line.fail(fmt::format("not valid JSON ({}); each line must hold one JSON object", e.what()));
     }
     if (!object.is_object()) line.fail("the line is not a JSON object");

@@ -23,7 +23,7 @@ json read_json(const fs::path& path) {
   buffer << in.rdbuf();
   try {
     return json::parse(buffer.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
     throw Error(fmt::format("{} is not valid JSON ({}); re-download or re-export it", path.string(),
                             e.what()));
   }
@@ -118,14 +118,9 @@ void read_special_ids(const fs::path& dir, BpeTokenizerSpec& spec) {
   spec.pad = find("pad_token", "pad_token_id").value_or(spec.eos);
 }
 
-}  // namespace
-
-std::shared_ptr<BpeTokenizer> read_bpe_tokenizer(const fs::path& dir,
-                                                 std::string& why_unsupported) {
-  const fs::path path = dir / "tokenizer.json";
-  const json root = read_json(path);
-  BpeTokenizerSpec spec;
-  spec.source = path.string();
+// read_bpe_tokenizer without its guard against unexpected JSON structure.
+std::shared_ptr<BpeTokenizer> read_unguarded(const fs::path& dir, const json& root,
+                                             BpeTokenizerSpec& spec, std::string& why_unsupported) {
   const json model = root.value("model", json::object());
   const std::string type = model.value("type", "");
   if (type != "BPE") {
@@ -151,35 +146,49 @@ std::shared_ptr<BpeTokenizer> read_bpe_tokenizer(const fs::path& dir,
   why_unsupported = read_pre_tokenizer(root.value("pre_tokenizer", json()), spec);
   if (!why_unsupported.empty()) return nullptr;
 
+  spec.ignore_merges = model.value("ignore_merges", false);
+  for (const auto& [token, id] : model.at("vocab").items()) spec.vocab[token] = id.get<int64_t>();
+  for (const json& merge : model.at("merges")) {
+    if (merge.is_string()) {
+      const std::string s = merge.get<std::string>();
+      const auto space = s.find(' ');
+      TESSEL_CHECK(space != std::string::npos && s.find(' ', space + 1) == std::string::npos,
+                   "{}: merge '{}' is not two tokens separated by one space", spec.source, s);
+      spec.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
+    } else {
+      TESSEL_CHECK(merge.is_array() && merge.size() == 2, "{}: merge {} is not a pair",
+                   spec.source, merge.dump());
+      spec.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
+    }
+  }
+  for (const json& added : root.value("added_tokens", json::array())) {
+    spec.added_tokens.push_back({added.at("id").get<int64_t>(),
+                                 added.at("content").get<std::string>(),
+                                 added.value("special", false)});
+  }
+  read_special_ids(dir, spec);
+  return std::make_shared<BpeTokenizer>(std::move(spec));
+}
+
+}  // namespace
+
+std::shared_ptr<BpeTokenizer> read_bpe_tokenizer(const fs::path& dir,
+                                                 std::string& why_unsupported) {
+  const fs::path path = dir / "tokenizer.json";
+  const json root = read_json(path);
+  BpeTokenizerSpec spec;
+  spec.source = path.string();
+  // nlohmann throws on a value of an unexpected type anywhere (value() on a
+  // number, at() of a missing key, get<int64_t>() of a string): one place
+  // turns all of them into an error that names the file.
   try {
-    spec.ignore_merges = model.value("ignore_merges", false);
-    for (const auto& [token, id] : model.at("vocab").items()) spec.vocab[token] = id.get<int64_t>();
-    for (const json& merge : model.at("merges")) {
-      if (merge.is_string()) {
-        const std::string s = merge.get<std::string>();
-        const auto space = s.find(' ');
-        TESSEL_CHECK(space != std::string::npos && s.find(' ', space + 1) == std::string::npos,
-                     "{}: merge '{}' is not two tokens separated by one space", spec.source, s);
-        spec.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
-      } else {
-        TESSEL_CHECK(merge.is_array() && merge.size() == 2, "{}: merge {} is not a pair",
-                     spec.source, merge.dump());
-        spec.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
-      }
-    }
-    for (const json& added : root.value("added_tokens", json::array())) {
-      spec.added_tokens.push_back({added.at("id").get<int64_t>(),
-                                   added.at("content").get<std::string>(),
-                                   added.value("special", false)});
-    }
+    return read_unguarded(dir, root, spec, why_unsupported);
   } catch (const json::exception& e) {
     throw Error(
         fmt::format("{}: unexpected structure ({}); is this a Hugging Face "
                     "tokenizer.json?",
                     spec.source, e.what()));
   }
-  read_special_ids(dir, spec);
-  return std::make_shared<BpeTokenizer>(std::move(spec));
 }
 
 }  // namespace tessel::data

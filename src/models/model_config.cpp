@@ -115,7 +115,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   json j;
   try {
     j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
     throw UsageError(fmt::format("{} is not valid JSON: {}", source, e.what()));
   }
   if (!j.is_object()) throw UsageError(fmt::format("{} must hold a JSON object", source));

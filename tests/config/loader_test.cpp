@@ -90,6 +90,9 @@ TEST(Loader, Errors) {
   dir.write("list_top.yaml", "- 1\n- 2\n");
   dir.write("bad_defaults.yaml", "defaults: {a: 1}\n");
   dir.write("dup.yaml", "a: 1\nb: 2\na: 3\n");
+  // Found by fuzz/yaml_config ("!# : "): an empty key made interpolation
+  // recurse until the stack overflowed ("" is the root's path).
+  dir.write("empty_key.yaml", "a: 1\n!# : 2\n");
   struct Case {
     std::string file;
     std::vector<std::string> fragments;
@@ -105,6 +108,7 @@ TEST(Loader, Errors) {
       {"list_top.yaml", {"top level of a config file must be a mapping"}},
       {"bad_defaults.yaml", {"'defaults' must be a file name or a list of file names"}},
       {"dup.yaml", {p("dup.yaml") + ":3: duplicate key 'a'"}},
+      {"empty_key.yaml", {p("empty_key.yaml") + ":2: empty mapping key"}},
   };
   for (const auto& c : cases) {
     std::string message = usage_error_of([&] { load_yaml_file(dir.path() / c.file); });

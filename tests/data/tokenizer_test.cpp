@@ -88,6 +88,18 @@ void write_tokenizer_dir(const TempDir& dir, const nlohmann::json& tokenizer) {
              R"({"bos_token": {"content": "<|endoftext|>"}, "eos_token": "<|endoftext|>"})");
 }
 
+// Found by fuzz/tokenizer_json: JSON that is not an object (or any value of
+// an unexpected type) escaped as nlohmann's type_error, naming no file.
+TEST(BpeTokenizer, UnexpectedStructureNamesTheFile) {
+  for (const std::string text : {"5", "[1, 2]", R"({"model": 3})", R"({"model": {"type": 7}})"}) {
+    TempDir dir;
+    write_file(dir / "tokenizer.json", text);
+    std::string why;
+    expect_error_mentions([&] { read_bpe_tokenizer(dir.path(), why); },
+                          {"tokenizer.json", "unexpected structure"});
+  }
+}
+
 TEST(BpeTokenizer, EncodesByMergeRank) {
   TempDir dir;
   write_tokenizer_dir(dir, small_tokenizer_json(kGpt2PreTokenizer, false));
