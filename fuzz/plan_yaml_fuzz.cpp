@@ -1,15 +1,17 @@
-// A YAML file of custom parallel plans, named by a
-// `custom_parallel_plan: <file>.yaml:custom_parallel_plan` reference
-// (the key examples/custom_parallel/custom_parallel.yaml uses).
-#include "config/parallelism_config.h"
+// A YAML file of custom parallel plans, read as `file.yaml:custom_parallel_plan`
+// is (the key examples/custom_parallel/custom_parallel.yaml uses): the file,
+// then the mapping at that key as a plan.
+#include "config/loader.h"
 #include "fuzz_input.h"
-#include "parallel/custom_plan.h"
+#include "parallel/plan_mapping.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = tessel::fuzz::write_scratch("plans.yaml", data, size);
-  tessel::config::CustomPlanSpec spec;
-  spec.reference = path.string() + ":custom_parallel_plan";
-  tessel::fuzz::expect_only_tessel_errors(
-      [&] { (void)tessel::parallel::load_custom_plan(spec, ""); });
+  tessel::fuzz::expect_only_tessel_errors([&] {
+    const tessel::config::Config root = tessel::config::load_yaml_file(path);
+    if (const tessel::config::Config* plan = root.find("custom_parallel_plan")) {
+      (void)tessel::parallel::plan_from_mapping(*plan, path.string());
+    }
+  });
   return 0;
 }

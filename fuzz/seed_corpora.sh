@@ -23,3 +23,4 @@ printf '{"tokens": [1, 2, 3], "loss_mask": [0, 1, 1]}\n{"messages": [{"role": "u
   >"$out/jsonl_dataset/other_formats.jsonl"
 seed tokenizer_json "$root"/fuzz/seeds/tokenizer_json/*.json
 seed plan_yaml "$root"/examples/custom_parallel/*.yaml
+seed python_plan "$root"/examples/custom_parallel/*.py

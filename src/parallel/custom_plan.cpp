@@ -8,6 +8,7 @@
 
 #include "config/loader.h"
 #include "core/error.h"
+#include "parallel/plan_mapping.h"
 #include "parallel/python_plan.h"
 
 namespace tessel::parallel {
@@ -203,22 +204,6 @@ std::vector<std::string> plan_search_dirs(const std::string& config_path) {
     }
   }
   return dirs;
-}
-
-Plan plan_from_mapping(const config::Config& mapping, const std::string& where) {
-  if (!mapping.is_map() || mapping.size() == 0) {
-    throw UsageError(fmt::format("custom parallel plan at {} must be a non-empty mapping of module pattern -> "
-                                 "style string, got {}", where, mapping.to_flow()));
-  }
-  Plan plan;
-  for (const auto& [pattern, style] : mapping.entries()) {
-    if (style.kind() != config::Kind::String) {
-      throw UsageError(fmt::format("custom parallel plan at {}: the style of '{}' must be a string such as "
-                                   "'colwise', got {}", where, pattern, style.to_flow()));
-    }
-    plan.add(pattern, style.as_string());
-  }
-  return plan;
 }
 
 CustomPlan load_custom_plan(const config::CustomPlanSpec& spec, const std::string& config_path) {

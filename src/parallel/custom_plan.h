@@ -25,6 +25,7 @@
 #include "config/config.h"
 #include "config/parallelism_config.h"
 #include "parallel/plan.h"
+#include "parallel/plan_mapping.h"  // plan_from_mapping, for callers of this header
 
 namespace tessel::parallel {
 
@@ -35,9 +36,6 @@ struct CustomPlan {
 
 // config_path: the config file the reference came from ("" if none).
 CustomPlan load_custom_plan(const config::CustomPlanSpec& spec, const std::string& config_path);
-
-// A mapping pattern -> style string as a Plan (the inline and file forms).
-Plan plan_from_mapping(const config::Config& mapping, const std::string& where);
 
 // Where relative plan files are looked for, in order.
 std::vector<std::string> plan_search_dirs(const std::string& config_path);

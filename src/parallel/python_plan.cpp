@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "parallel/colwise.h"
 #include "parallel/hf_styles.h"
+#include "parallel/plan_file_imports.h"
 #include "parallel/prepare_module.h"
 #include "parallel/rowwise.h"
 #include "parallel/sequence_parallel.h"
@@ -23,24 +24,6 @@ namespace fs = std::filesystem;
 using config::PyValue;
 using tensor::Layout;
 using Kind = config::PyValue::Kind;
-
-const config::PythonImports& plan_file_imports() {
-  static const config::PythonImports imports = [] {
-    const std::vector<std::string> styles = {"ColwiseParallel", "RowwiseParallel", "SequenceParallel",
-                                             "PrepareModuleInput", "PrepareModuleOutput", "ParallelStyle"};
-    const std::vector<std::string> placements = {"Replicate", "Shard", "Partial", "Placement"};
-    config::PythonImports out;
-    out.allowed["torch.distributed.tensor.parallel"] = styles;
-    out.allowed["torch.distributed.tensor.parallel.style"] = styles;
-    out.allowed["torch.distributed.tensor.placement_types"] = placements;
-    out.allowed["torch.distributed.tensor"] = placements;
-    out.allowed["torch.distributed._tensor"] = placements;
-    out.allowed["torch.distributed._tensor.placement_types"] = placements;
-    out.allowed["typing"] = {"Any", "Dict", "Mapping", "Optional", "Tuple", "Union"};
-    return out;
-  }();
-  return imports;
-}
 
 config::PyModule read_python_plan_file(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);

@@ -35,11 +35,9 @@
 
 #include "config/python_data.h"
 #include "parallel/plan.h"
+#include "parallel/plan_file_imports.h"
 
 namespace tessel::parallel {
-
-// What a plan file may import (torch's style and placement modules, typing).
-const config::PythonImports& plan_file_imports();
 
 // Reads and parses a plan file (UsageError if unreadable or not in the subset).
 config::PyModule read_python_plan_file(const std::filesystem::path& file);

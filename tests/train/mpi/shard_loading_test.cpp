@@ -192,6 +192,9 @@ TEST_F(ShardLoading, CheckpointsHoldEachElementOnceAndResumeByRows) {
       expect_shards_of(sharded, full, std::string(saved.name) + " -> " + l.name);
     }
     (void)trained;
+    // Every rank is done reading this checkpoint before rank 0 deletes it
+    // for the next layout.
+    dist::world()->barrier();
   }
   dist::world()->barrier();
   if (dist::world()->rank() == 0) fs::remove_all(dir);
