@@ -26,6 +26,8 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+}  // namespace
+
 double gemm_gflops() {
   const int threads = at::get_num_threads();
   at::set_num_threads(1);  // a rank computes on one thread (TESSEL_NUM_THREADS aside)
@@ -102,16 +104,7 @@ double tcp_gbytes_s() {
   return rate;
 }
 
-}  // namespace
-
-MachineProbe probe_machine() {
-  MachineProbe p;
-  p.base_rss_bytes = train::current_rss_bytes();  // before the probes' own buffers
-  p.gemm_gflops = gemm_gflops();
-  p.copy_gbytes_s = copy_gbytes_s();
-  p.tcp_gbytes_s = tcp_gbytes_s();
-  return p;
-}
+int64_t runtime_rss_bytes() { return train::current_rss_bytes(); }
 
 std::optional<double> measure_micro_batch_compute_s(const models::ModelConfig& model, int tp, int64_t micro_batch,
                                                     int64_t seq_len, int64_t max_layer_bytes) {

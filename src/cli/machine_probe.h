@@ -13,14 +13,12 @@
 
 namespace tessel::cli {
 
-struct MachineProbe {
-  double gemm_gflops = 0;     // one thread, fp32, 512^3
-  double copy_gbytes_s = 0;   // memcpy of 64 MiB
-  double tcp_gbytes_s = 0;    // 64 MiB through a loopback TCP connection
-  int64_t base_rss_bytes = 0; // this process now (VmRSS)
-};
-
-MachineProbe probe_machine();
+// Each measures on demand (only what the caller was not given), on one
+// thread; the figures it returns:
+double gemm_gflops();     // fp32, 512^3
+double copy_gbytes_s();   // memcpy of 64 MiB
+double tcp_gbytes_s();    // 64 MiB through a loopback TCP connection; 0 without sockets
+int64_t runtime_rss_bytes();  // this process now (VmRSS): call before the others, whose buffers it would count
 
 // Seconds one rank spends on the forward and backward of one micro batch of
 // `model` with tensor parallelism `tp`, measured here on one thread: a

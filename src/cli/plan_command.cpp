@@ -67,22 +67,19 @@ models::ModelConfig model_config_of(const std::string& name) {
   return models::parse_model_config(models::make_preset_config(name), "preset " + name);
 }
 
-// The shapes of one tp rank's parameters after the plan (each tied tensor once).
-using Shapes = std::vector<std::vector<int64_t>>;
-
 struct TpRankView {
-  Shapes shapes;
-  std::vector<NamedShape> named;  // the same, with parameter names
+  std::vector<NamedShape> named;  // this tp rank's parameters after the plan (each tied tensor once)
   std::vector<parallel::AppliedStyle> applied;
   int64_t model_elements = 0;  // of the whole model, before the plan
 };
 
-// The shapes of `model`'s parameters, each tied tensor once.
-Shapes parameter_shapes(const torch::nn::Module& model) {
-  Shapes out;
+// The names and shapes of `model`'s parameters, each tied tensor once.
+std::vector<NamedShape> named_shapes(const torch::nn::Module& model) {
+  std::vector<NamedShape> out;
   std::set<const void*> seen;
-  for (const auto& p : model.parameters()) {
-    if (seen.insert(p.unsafeGetTensorImpl()).second) out.emplace_back(p.sizes().begin(), p.sizes().end());
+  for (const auto& item : model.named_parameters()) {
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
+    out.push_back(NamedShape{item.key(), {item.value().sizes().begin(), item.value().sizes().end()}});
   }
   return out;
 }
@@ -92,9 +89,9 @@ TpRankView apply_as_tp_rank(const models::ModelConfig& config, const parallel::R
   meta.device = c10::Device(c10::kMeta);
   auto model = models::build_model(config, meta);
   TpRankView view;
-  for (const auto& shape : parameter_shapes(*model)) {
+  for (const auto& p : named_shapes(*model)) {
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : p.shape) n *= d;
     view.model_elements += n;
   }
   if (!resolved.plan.empty()) {
@@ -103,12 +100,7 @@ TpRankView apply_as_tp_rank(const models::ModelConfig& config, const parallel::R
     parallel::check_whole_heads(config, result.params, tp);
     view.applied = std::move(result.applied);
   }
-  view.shapes = parameter_shapes(*model);
-  std::set<const void*> seen;
-  for (const auto& item : model->named_parameters()) {
-    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
-    view.named.push_back(NamedShape{item.key(), {item.value().sizes().begin(), item.value().sizes().end()}});
-  }
+  view.named = named_shapes(*model);
   return view;
 }
 
@@ -118,16 +110,17 @@ struct RankBytes {
 };
 
 // FSDP chunks dim 0 of each tp-local tensor over the shard group like
-// torch.chunk and pads every rank's chunk to ceil(dim0 / shard_size) rows.
-RankBytes fsdp_share(const Shapes& shapes, int shard_size, int shard_rank) {
+// torch.chunk and pads every rank's chunk to ceil(dim0 / shard_size) rows
+// (fsdp_group_shards).
+RankBytes fsdp_share(const std::vector<NamedShape>& shapes, int shard_size, int shard_rank) {
   RankBytes b;
-  for (const auto& shape : shapes) {
-    const int64_t dim0 = shape.empty() ? 1 : shape[0];
+  for (const auto& p : shapes) {
+    const int64_t dim0 = p.shape.empty() ? 1 : p.shape[0];
     int64_t row = 1;
-    for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
+    for (size_t i = 1; i < p.shape.size(); ++i) row *= p.shape[i];
     b.elements += tensor::chunk_size(dim0, shard_size, shard_rank) * row;
-    b.padded_bytes += (dim0 + shard_size - 1) / shard_size * row * 4;
   }
+  for (const auto& g : fsdp_group_shards(shapes, shard_size)) b.padded_bytes += g.shard_bytes;
   return b;
 }
 
@@ -143,14 +136,18 @@ ClusterDescription describe_cluster(const PlanArgs& args, const config::Parallel
                                  world, par.num_nodes));
   }
   c.ranks_per_node = world / c.nodes;
-  const MachineProbe m = probe_machine();
-  c.base_rss_bytes = m.base_rss_bytes;
+  c.base_rss_bytes = runtime_rss_bytes();  // before any probe's buffers
   std::vector<std::string> measured;
-  c.gflops = args.gflops > 0 ? args.gflops : (measured.push_back("compute"), m.gemm_gflops);
+  // Measure only what was not given.
+  auto given_or = [&](double given, const char* what, auto measure) {
+    if (given > 0) return given;
+    measured.push_back(what);
+    return measure();
+  };
+  c.gflops = given_or(args.gflops, "compute (GEMM)", gemm_gflops);
   // Shared-memory transfers copy twice (into the segment and out).
-  c.intra_gbit_s = args.intra_gbit_s > 0 ? args.intra_gbit_s : (measured.push_back("intra-node"), m.copy_gbytes_s * 8 / 2);
-  c.inter_gbit_s = args.inter_gbit_s > 0 ? args.inter_gbit_s
-                                         : (measured.push_back("inter-node (TCP loopback)"), m.tcp_gbytes_s * 8);
+  c.intra_gbit_s = given_or(args.intra_gbit_s, "intra-node", [] { return copy_gbytes_s() * 8 / 2; });
+  c.inter_gbit_s = given_or(args.inter_gbit_s, "inter-node (TCP loopback)", [] { return tcp_gbytes_s() * 8; });
   c.latency_us = args.latency_us >= 0 ? args.latency_us : 20;
   c.algorithm = args.collectives == "ring" ? CollectiveAlgorithm::Ring : CollectiveAlgorithm::Direct;
   c.source = measured.empty() ? "as given" : "measured on this machine: " + fmt::format("{}", fmt::join(measured, ", "));
@@ -213,7 +210,7 @@ void run_plan(const PlanArgs& args) {
   for (int rank = 0; rank < layout.world_size(); ++rank) {
     const auto c = layout.coordinate(rank);
     const int shard_rank = c[1] * dims[2] + c[2];
-    const RankBytes b = fsdp_share(views.at(static_cast<size_t>(c[3])).shapes, shard_size, shard_rank);
+    const RankBytes b = fsdp_share(views.at(static_cast<size_t>(c[3])).named, shard_size, shard_rank);
     ranks.push_back({{"rank", rank},
                      {"dp_replicate", c[0]},
                      {"dp_shard", c[1]},

@@ -137,7 +137,8 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
     int64_t shards = 0, root_full = 0, layer_full = 0;
     for (const auto& g : gs) {
       shards += g.shard_bytes;
-      (g.root ? root_full : layer_full) = std::max(g.root ? root_full : layer_full, g.shard_bytes * shard_size);
+      int64_t& largest = g.root ? root_full : layer_full;
+      largest = std::max(largest, g.shard_bytes * shard_size);
     }
     const int64_t state = 4 * shards;
     const int64_t unsharded = shard_size > 1 ? root_full + 2 * std::max(root_full, layer_full) + 2 * layer_full : 0;

@@ -111,10 +111,11 @@ train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<trai
   const int shard_size = layout.size("dp_shard_cp");
   const bool hybrid = layout.size("dp_replicate") > 1;
   const int64_t rs_times = in.reduce_scatter_each_micro_batch ? in.micro_batches : 1;
+  std::vector<std::vector<FsdpGroupShard>> groups_of_tp_rank;  // ranks of one tp coordinate hold the same shards
+  for (const auto& shapes : in.tp_views) groups_of_tp_rank.push_back(fsdp_group_shards(shapes, shard_size));
   for (int rank = 0; rank < layout.world_size(); ++rank) {
     const int tp_rank = layout.rank_in_group("tp", rank);
-    const auto& shapes = in.tp_views.at(static_cast<std::size_t>(tp_rank));
-    for (const auto& g : fsdp_group_shards(shapes, shard_size)) {
+    for (const auto& g : groups_of_tp_rank.at(static_cast<std::size_t>(tp_rank))) {
       // The root and the head stay gathered from forward to backward.
       const bool kept = g.root || g.name == "lm_head" || !in.reshard_after_forward;
       const int64_t gathers = in.micro_batches * (kept ? 1 : 2);

@@ -20,9 +20,9 @@ bool is_name_start(unsigned char c) { return std::isalpha(c) || c == '_' || c >=
 bool is_name_char(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
 
 // Longest first, so "**" wins over "*".
-constexpr std::array<std::string_view, 26> kMultiCharOps = {
-    "**=", "//=", ">>=", "<<=", "...", "**", "//", "->", ":=", "==", "!=", "<=", ">=",
-    "<<",  ">>",  "+=",  "-=",  "*=",  "/=", "%=", "&=", "|=", "^=", "@=", "<>", "!"};
+constexpr std::array<std::string_view, 24> kMultiCharOps = {
+    "**=", "//=", ">>=", "<<=", "...", "**", "//", "->", ":=", "==", "!=", "<=",
+    ">=",  "<<",  ">>",  "+=",  "-=",  "*=", "/=", "%=", "&=", "|=", "^=", "@="};
 constexpr std::string_view kSingleCharOps = "()[]{},:.;=+-*/%@<>&|^~";
 
 class Lexer {

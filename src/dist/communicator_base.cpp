@@ -75,16 +75,17 @@ void CommunicatorBase::record_sends_to_each_peer(CollectiveKind kind, int64_t by
   sent_other_node_[k].fetch_add(bytes * peers_other_node_, std::memory_order_relaxed);
 }
 
-void CommunicatorBase::record_sends(CollectiveKind kind, const std::vector<int64_t>& bytes_to_member) {
-  TESSEL_CHECK(bytes_to_member.size() == world_ranks_.size(), "communicator '{}': {} send sizes for {} members",
-               name_, bytes_to_member.size(), world_ranks_.size());
+void CommunicatorBase::record_sends(CollectiveKind kind, const std::vector<int64_t>& elements_to_member,
+                                    int64_t element_size) {
+  TESSEL_CHECK(elements_to_member.size() == world_ranks_.size(), "communicator '{}': {} send sizes for {} members",
+               name_, elements_to_member.size(), world_ranks_.size());
   int64_t same = 0, other = 0;
-  for (std::size_t r = 0; r < bytes_to_member.size(); ++r) {
+  for (std::size_t r = 0; r < elements_to_member.size(); ++r) {
     if (static_cast<int>(r) == rank_) continue;
-    (member_on_my_node_[r] ? same : other) += bytes_to_member[r];
+    (member_on_my_node_[r] ? same : other) += elements_to_member[r];
   }
-  sent_same_node_[static_cast<int>(kind)].fetch_add(same, std::memory_order_relaxed);
-  sent_other_node_[static_cast<int>(kind)].fetch_add(other, std::memory_order_relaxed);
+  sent_same_node_[static_cast<int>(kind)].fetch_add(same * element_size, std::memory_order_relaxed);
+  sent_other_node_[static_cast<int>(kind)].fetch_add(other * element_size, std::memory_order_relaxed);
 }
 
 void CommunicatorBase::record(CollectiveKind kind, int64_t bytes) {

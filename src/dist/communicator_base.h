@@ -40,9 +40,10 @@ class CommunicatorBase : public Communicator {
  protected:
   void record(CollectiveKind kind, int64_t bytes);
   // Bytes sent by this rank: the same amount to every other member, or
-  // bytes_to_member[r] to group rank r (this rank's own entry is ignored).
+  // elements_to_member[r] elements of `element_size` bytes to group rank r
+  // (this rank's own entry is ignored).
   void record_sends_to_each_peer(CollectiveKind kind, int64_t bytes);
-  void record_sends(CollectiveKind kind, const std::vector<int64_t>& bytes_to_member);
+  void record_sends(CollectiveKind kind, const std::vector<int64_t>& elements_to_member, int64_t element_size);
 
  private:
   int rank_;
