@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/context_split.h"
 #include "cli/default_config.h"
 #include "cli/mesh_sizes_from_config.h"
 #include "cli/node_picture.h"
@@ -58,7 +59,8 @@ void print_text(const dist::MeshLayout& layout, const std::string& config_path) 
   }
 }
 
-void print_json(const dist::MeshLayout& layout, const std::string& config_path) {
+void print_json(const dist::MeshLayout& layout, const std::string& config_path,
+                const std::optional<ContextSplit>& split) {
   nlohmann::ordered_json out;
   out["config"] = config_path;
   out["world_size"] = layout.world_size();
@@ -74,6 +76,7 @@ void print_json(const dist::MeshLayout& layout, const std::string& config_path) 
     groups[spec.name] = layout.groups(spec.name);
   }
   out["groups"] = groups;
+  if (split) out["context_parallel"] = to_json(*split);
   std::printf("%s\n", out.dump().c_str());
 }
 
@@ -83,10 +86,16 @@ void run_mesh(const MeshArgs& args) {
   const config::Config cfg = config::load_config(config_path, given.overrides);
   const config::ParallelismConfig parallel = config::parallelism_from(cfg);
   const dist::MeshLayout layout(mesh_sizes_from(parallel, args.world));
+  // How rows are cut over cp, for the configured row length.
+  std::optional<ContextSplit> split;
+  if (const auto seq = cfg.get_or<std::optional<int64_t>>("policy.max_total_sequence_length", std::nullopt)) {
+    split = context_split(layout.size("cp"), *seq);
+  }
   if (args.json) {
-    print_json(layout, config_path);
+    print_json(layout, config_path, split);
   } else {
     print_text(layout, config_path);
+    if (split && split->cp > 1) std::printf("\n%s", describe(*split).c_str());
     if (parallel.num_nodes > 1) {
       std::printf("\n%s", node_picture(layout, parallel.num_nodes).c_str());
     }

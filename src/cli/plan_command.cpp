@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/context_split.h"
 #include "cli/default_config.h"
 #include "cli/layer_groups.h"
 #include "cli/machine_probe.h"
@@ -222,11 +223,26 @@ void run_plan(const PlanArgs& args) {
   }
   const auto& applied = views.front().applied;
 
+  // One micro batch of this config, for activations and the prediction.
+  const train::TrainOptions t = train::train_options_from(cfg);
+  StepShape step;
+  step.micro_batch = t.micro_batch_size;
+  step.seq_len = t.max_seq_len;
+  const int64_t dp = static_cast<int64_t>(dims[0]) * dims[1];
+  step.micro_batches = static_cast<int>(std::max<int64_t>(1, t.global_batch_size / (t.micro_batch_size * dp)));
+  const bool* reshard = std::get_if<bool>(&t.reshard_after_forward);
+  step.reshard_after_forward = reshard == nullptr || *reshard;
+  step.reduce_scatter_each_micro_batch = !par.accumulate_unsharded_grads;
+  step.activation_checkpointing = t.activation_checkpointing;
+  step.param_element_bytes = t.precision == "float32" ? 4 : 2;
+  const ContextSplit split = context_split(dims[2], t.max_seq_len);
+  const int64_t activations = activation_bytes(model_config, tp, dims[2], step);
+  const int64_t activations_cp1 = activation_bytes(model_config, tp, 1, step);
+
   std::optional<Recommendation> prediction;
   ClusterDescription cluster;
   if (args.predict) {
     cluster = describe_cluster(args, par, layout.world_size());
-    const train::TrainOptions t = train::train_options_from(cfg);
     if (args.gflops <= 0) {
       // Time the model's own micro batch here; ranks sharing cores get a share.
       const double share = args.core_share > 0
@@ -239,16 +255,6 @@ void run_plan(const PlanArgs& args) {
                                       "{:.2g} of a core per rank)", *s, share);
       }
     }
-    StepShape step;
-    step.micro_batch = t.micro_batch_size;
-    step.seq_len = t.max_seq_len;
-    const int64_t dp = static_cast<int64_t>(dims[0]) * dims[1];
-    step.micro_batches = static_cast<int>(std::max<int64_t>(1, t.global_batch_size / (t.micro_batch_size * dp)));
-    const bool* reshard = std::get_if<bool>(&t.reshard_after_forward);
-    step.reshard_after_forward = reshard == nullptr || *reshard;
-    step.reduce_scatter_each_micro_batch = !par.accumulate_unsharded_grads;
-    step.activation_checkpointing = t.activation_checkpointing;
-    step.param_element_bytes = t.precision == "float32" ? 4 : 2;
     std::vector<std::vector<NamedShape>> named;
     for (const auto& v : views) named.push_back(v.named);
     prediction = recommend(layout, named, model_config, cluster, step);
@@ -276,6 +282,9 @@ void run_plan(const PlanArgs& args) {
     out["model_param_elements"] = model_elements;
     out["model_param_bytes"] = model_elements * 4;
     out["ranks"] = ranks;
+    out["context_parallel"] = to_json(split);
+    out["activation_bytes_per_rank"] = activations;
+    out["activation_bytes_per_rank_cp1"] = activations_cp1;
     if (prediction) {
       nlohmann::json candidates = nlohmann::json::array();
       for (const auto& c : prediction->candidates) candidates.push_back(to_json(c));
@@ -328,6 +337,13 @@ void run_plan(const PlanArgs& args) {
                 static_cast<long long>(r["param_bytes"].get<int64_t>()),
                 static_cast<long long>(r["padded_param_bytes"].get<int64_t>()));
   }
+  std::printf("\n%s", describe(split).c_str());
+  std::printf("activations per rank (estimate; one micro batch of %lld rows x %lld tokens, saved for backward): "
+              "%.2f MiB%s\n",
+              static_cast<long long>(step.micro_batch), static_cast<long long>(split.tokens_per_rank),
+              static_cast<double>(activations) / (1 << 20),
+              split.cp > 1 ? fmt::format(" ({:.2f} MiB at cp 1)", static_cast<double>(activations_cp1) / (1 << 20)).c_str()
+                           : "");
   if (prediction) print_prediction(cluster, this_layout(), *prediction);
 }
 

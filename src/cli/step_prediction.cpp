@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cli/context_split.h"
 #include "core/error.h"
 
 namespace tessel::cli {
@@ -30,19 +31,20 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Bytes of activations one micro batch keeps for backward on one rank
-// (the tensors autograd saves in a decoder layer, per token, with
-// tensor-parallel shards where the plan splits them), and of the logits.
-int64_t activation_bytes(const models::ModelConfig& m, int tp, const StepShape& s) {
-  const int64_t tokens = s.micro_batch * s.seq_len;
+}  // namespace
+
+int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const StepShape& s) {
+  const int64_t tokens = s.micro_batch * context_split(cp, s.seq_len).tokens_per_rank;
   const int64_t h = m.hidden_size, heads = m.num_attention_heads / tp;
   const int64_t head_dim = m.head_dim > 0 ? m.head_dim : m.hidden_size / m.num_attention_heads;
   const int64_t q = heads * head_dim, kv = m.num_key_value_heads / tp * head_dim, inter = m.intermediate_size / tp;
-  // norms in/out (3h each), q/k/v and their rotated copies, k/v repeated
-  // for grouped-query attention, scores and probabilities, attention
-  // output, MLP gate/up/activation/product, projections' outputs and
-  // residuals.
-  const int64_t per_token_layer = 6 * h + 2 * q + 3 * kv + 2 * q + 2 * heads * s.seq_len + q + 4 * inter + 4 * h;
+  // Attention keeps q, k, v, their rotated copies and its output; the whole
+  // row's scores and probabilities (2 x heads x seq_len per token) without
+  // context parallelism, the ring's log-sum-exp (heads per token) with it.
+  const int64_t attention = 2 * q + 3 * kv + 2 * q + q + (cp > 1 ? heads : 2 * heads * s.seq_len);
+  // Norms in/out (3h each), MLP gate/up/activation/product, projections'
+  // outputs and residuals.
+  const int64_t per_token_layer = 6 * h + attention + 4 * inter + 4 * h;
   const int64_t layers = m.num_hidden_layers;
   const int64_t saved_layers = s.activation_checkpointing ? 1 : layers;
   const int64_t layer_inputs = s.activation_checkpointing ? layers * h : 0;
@@ -50,8 +52,6 @@ int64_t activation_bytes(const models::ModelConfig& m, int tp, const StepShape& 
   const int64_t logit_bytes = tokens * logits * 4;  // the loss works on fp32 logits
   return tokens * (saved_layers * per_token_layer + layer_inputs) * s.param_element_bytes + logit_bytes;
 }
-
-}  // namespace
 
 LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vector<std::vector<NamedShape>>& tp_views,
                                 const models::ModelConfig& model, const ClusterDescription& c, const StepShape& s) {
@@ -147,7 +147,7 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
       p.unsharded_peak_bytes = unsharded;
     }
   }
-  p.activation_bytes = activation_bytes(model, tp, s);
+  p.activation_bytes = activation_bytes(model, tp, layout.size("cp"), s);
   p.rss_bytes = c.base_rss_bytes + kCommunicationRuntimeBytes + p.state_bytes + p.unsharded_peak_bytes +
                 p.activation_bytes;
   return p;

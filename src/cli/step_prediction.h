@@ -61,6 +61,12 @@ struct LayoutPrediction {
   int64_t state_bytes = 0, unsharded_peak_bytes = 0, activation_bytes = 0, rss_bytes = 0;  // the largest rank
 };
 
+// Bytes of activations one micro batch keeps for backward on one rank (the
+// tensors autograd saves in a decoder layer, per token, with tensor-parallel
+// shards where the plan splits them, on the rank's cp share of the row), and
+// of the logits.
+int64_t activation_bytes(const models::ModelConfig& model, int tp, int cp, const StepShape& step);
+
 // One layout: `tp_views` are the named parameter shapes of each tp rank.
 LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vector<std::vector<NamedShape>>& tp_views,
                                 const models::ModelConfig& model, const ClusterDescription& cluster,

@@ -148,12 +148,6 @@ void run_train(const TrainArgs& args) {
     log::info("running on {} processes (cluster.num_nodes * cluster.gpus_per_node = {})",
               world->size(), parallel.world_size());
   }
-  if (parallel.context_parallel_size > 1) {
-    throw UsageError(fmt::format("tessel train does not run context parallelism yet "
-                                 "(context_parallel_size={}); set it to 1 (FSDP, HSDP and tensor "
-                                 "parallelism work)",
-                                 parallel.context_parallel_size));
-  }
   const dist::DeviceMesh mesh(dist::MeshLayout(mesh_sizes_from(parallel, world->size())), world);
   train::RunOptions run;
   const char* tty = std::getenv(kProgressTtyEnv);

@@ -39,9 +39,9 @@ namespace tessel::dist {
 
 enum class ReduceOp { Sum, Max };
 
-enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, AllToAll, Broadcast, Barrier };
+enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, AllToAll, Broadcast, Barrier, RingShift };
 const char* to_string(CollectiveKind kind);
-constexpr int kNumCollectiveKinds = 6;
+constexpr int kNumCollectiveKinds = 7;
 
 // How many collectives of each kind this communicator ran, and how many bytes
 // each rank sent into them. FSDP tests assert collective counts per step.
@@ -97,6 +97,11 @@ class Communicator {
   // In place: every rank ends with root's `tensor` (root is a group rank).
   virtual WorkPtr broadcast_async(const at::Tensor& tensor, int root) = 0;
   virtual WorkPtr barrier_async() = 0;
+  // The ring step of context parallelism: every rank sends `in` to the next
+  // group rank ((r + 1) % size) and receives the previous rank's `in` into
+  // `out`. Same shape and dtype on every rank, any dtype; out and in must
+  // not overlap. With one rank `out` becomes a copy of `in`.
+  virtual WorkPtr ring_shift_async(const at::Tensor& out, const at::Tensor& in) = 0;
 
   // The synchronous forms: the caller waits at once. A backend may take a
   // faster path for them than for the asynchronous ones (the MPI backend runs

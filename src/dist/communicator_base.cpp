@@ -13,6 +13,7 @@ const char* to_string(CollectiveKind kind) {
     case CollectiveKind::AllToAll: return "all_to_all";
     case CollectiveKind::Broadcast: return "broadcast";
     case CollectiveKind::Barrier: return "barrier";
+    case CollectiveKind::RingShift: return "ring_shift";
   }
   return "unknown";
 }

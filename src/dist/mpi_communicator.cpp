@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "core/error.h"
@@ -364,6 +365,39 @@ WorkPtr MpiCommunicator::barrier(bool caller_waits) {
     MPI_Ibarrier(comm, &request);
     p.done_posting();
     co_await p.wait(request);
+  });
+}
+
+WorkPtr MpiCommunicator::ring_shift_async(const at::Tensor& out, const at::Tensor& in) {
+  check_ring_shift(name(), out, in);
+  check_cpu("ring_shift", name(), out, "out");
+  check_cpu("ring_shift", name(), in, "in");
+  record(CollectiveKind::RingShift, static_cast<int64_t>(in.nbytes()));
+  const int group_size = size();
+  const int next = (rank() + 1) % group_size;
+  const int previous = (rank() + group_size - 1) % group_size;
+  std::vector<int64_t> to_member(static_cast<size_t>(group_size), 0);
+  to_member[static_cast<size_t>(next)] = in.numel();
+  record_sends(CollectiveKind::RingShift, to_member, static_cast<int64_t>(in.element_size()));
+  const MpiMoveType mt = mpi_move_type(in.scalar_type());
+  const int count = mpi_count(in.numel() * mt.units_per_element, "ring_shift", name());
+  MPI_Comm comm = comm_;
+  // Point-to-point messages of one (source, tag, communicator) match in the
+  // order they were posted, and every rank posts its shifts in the same
+  // order, so one tag serves all of them.
+  constexpr int kTag = 17;
+  return submit("ring_shift", false, nullptr, [=](Progress& p) -> CommJob {
+    if (count == 0) co_return;
+    if (group_size == 1) {
+      std::memcpy(out.data_ptr(), in.data_ptr(), in.nbytes());
+      co_return;
+    }
+    MPI_Request receive, send;
+    MPI_Irecv(out.data_ptr(), count, mt.type, previous, kTag, comm, &receive);
+    MPI_Isend(in.data_ptr(), count, mt.type, next, kTag, comm, &send);
+    p.done_posting();
+    co_await p.wait(receive);
+    co_await p.wait(send);
   });
 }
 

@@ -36,6 +36,7 @@ class MpiCommunicator : public CommunicatorBase {
   WorkPtr all_to_all_async(const at::Tensor& out, const at::Tensor& in) override;
   WorkPtr broadcast_async(const at::Tensor& tensor, int root) override;
   WorkPtr barrier_async() override;
+  WorkPtr ring_shift_async(const at::Tensor& out, const at::Tensor& in) override;
 
   void all_gather_into(const at::Tensor& out, const at::Tensor& in) override;
   void reduce_scatter_from(const at::Tensor& out, const at::Tensor& in, ReduceOp op) override;

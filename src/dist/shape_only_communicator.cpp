@@ -37,6 +37,9 @@ WorkPtr ShapeOnlyCommunicator::all_to_all_async(const at::Tensor&, const at::Ten
 }
 WorkPtr ShapeOnlyCommunicator::broadcast_async(const at::Tensor&, int) { refuse(name(), "broadcast"); }
 WorkPtr ShapeOnlyCommunicator::barrier_async() { refuse(name(), "barrier"); }
+WorkPtr ShapeOnlyCommunicator::ring_shift_async(const at::Tensor&, const at::Tensor&) {
+  refuse(name(), "ring_shift");
+}
 CommunicatorPtr ShapeOnlyCommunicator::split(int, int, const std::string&) { refuse(name(), "split"); }
 
 }  // namespace tessel::dist

@@ -19,6 +19,7 @@ class ShapeOnlyCommunicator : public CommunicatorBase {
   WorkPtr all_to_all_async(const at::Tensor& out, const at::Tensor& in) override;
   WorkPtr broadcast_async(const at::Tensor& tensor, int root) override;
   WorkPtr barrier_async() override;
+  WorkPtr ring_shift_async(const at::Tensor& out, const at::Tensor& in) override;
   CommunicatorPtr split(int color, int key, const std::string& name) override;
 };
 

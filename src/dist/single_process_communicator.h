@@ -20,6 +20,7 @@ class SingleProcessCommunicator : public CommunicatorBase {
   WorkPtr all_to_all_async(const at::Tensor& out, const at::Tensor& in) override;
   WorkPtr broadcast_async(const at::Tensor& tensor, int root) override;
   WorkPtr barrier_async() override;
+  WorkPtr ring_shift_async(const at::Tensor& out, const at::Tensor& in) override;
 
   // color and key are irrelevant with one rank: the result is a group of one.
   CommunicatorPtr split(int color, int key, const std::string& name) override;

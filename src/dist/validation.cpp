@@ -121,6 +121,19 @@ void check_all_to_all(const std::string& group, int size, const at::Tensor& out,
                group);
 }
 
+void check_ring_shift(const std::string& group, const at::Tensor& out, const at::Tensor& in) {
+  check_tensor("ring_shift", group, out, "out");
+  check_tensor("ring_shift", group, in, "in");
+  check_same("ring_shift", group, out, in);
+  TESSEL_CHECK(out.numel() == in.numel(),
+               "ring_shift on group '{}': out has {} elements but in has {}; they must match",
+               group, out.numel(), in.numel());
+  TESSEL_CHECK(!bytes_overlap(out, in),
+               "ring_shift on group '{}': out and in share memory; the shift is not in place, pass "
+               "a separate out tensor",
+               group);
+}
+
 void check_broadcast(const std::string& group, int size, const at::Tensor& tensor, int root) {
   check_tensor("broadcast", group, tensor, "tensor");
   TESSEL_CHECK(root >= 0 && root < size,

@@ -26,6 +26,7 @@ void check_reduce_scatter(const std::string& group, int size, const at::Tensor& 
 void check_all_reduce(const std::string& group, const at::Tensor& tensor);
 void check_all_to_all(const std::string& group, int size, const at::Tensor& out,
                       const at::Tensor& in);
+void check_ring_shift(const std::string& group, const at::Tensor& out, const at::Tensor& in);
 void check_broadcast(const std::string& group, int size, const at::Tensor& tensor, int root);
 // The MPI backend moves host memory only.
 void check_cpu(const char* collective, const std::string& group, const at::Tensor& tensor,

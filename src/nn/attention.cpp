@@ -105,8 +105,11 @@ Tensors Attention::forward(const Tensors& inputs) {
   v = v.transpose(1, 2);
 
   const at::Tensor document_ids = inputs.size() > 3 ? inputs[3] : at::Tensor();
-  at::Tensor out = causal_attention(q, k, v, options_.scale, options_.sliding_window,
-                                    options_.logit_softcap, document_ids);  // [B, Hq, T, D]
+  // [B, Hq, T, D]
+  at::Tensor out = kernel_ ? kernel_(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap,
+                                     document_ids)
+                           : causal_attention(q, k, v, options_.scale, options_.sliding_window,
+                                              options_.logit_softcap, document_ids);
   out = out.transpose(1, 2).reshape({B, T, q.size(1) * D});
   return {o_proj_->call(out)};
 }

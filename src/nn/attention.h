@@ -20,6 +20,7 @@
 #include <c10/core/TensorOptions.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -56,6 +57,13 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
                             std::optional<double> logit_softcap = std::nullopt,
                             const at::Tensor& document_ids = {});
 
+// The attention core an Attention module runs on its rotated q, k, v: by
+// default causal_attention over the rank's whole rows. Context parallelism
+// installs one that runs a ring over the cp group (parallel/context_parallel.h).
+using AttentionKernel = std::function<at::Tensor(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+    std::optional<int64_t> sliding_window, std::optional<double> logit_softcap, const at::Tensor& document_ids)>;
+
 class Attention : public Module {
  public:
   Attention(const AttentionOptions& options, const at::TensorOptions& tensor_options);
@@ -64,6 +72,8 @@ class Attention : public Module {
   const std::shared_ptr<Linear>& k_proj() const { return k_proj_; }
   const std::shared_ptr<Linear>& v_proj() const { return v_proj_; }
   const std::shared_ptr<Linear>& o_proj() const { return o_proj_; }
+  // Replaces the attention core (null restores causal_attention).
+  void set_kernel(AttentionKernel kernel) { kernel_ = std::move(kernel); }
 
  protected:
   // {x [B, T, hidden], cos [B, T, D], sin [B, T, D][, document_ids [B, T]]}
@@ -76,6 +86,7 @@ class Attention : public Module {
   AttentionOptions options_;
   std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
   std::shared_ptr<RMSNorm> q_norm_, k_norm_;
+  AttentionKernel kernel_;  // null: causal_attention
 };
 
 }  // namespace tessel::nn

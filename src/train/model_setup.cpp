@@ -14,6 +14,7 @@
 #include "models/pretrained.h"
 #include "models/registry.h"
 #include "train/shard_loading.h"
+#include "parallel/context_parallel.h"
 #include "parallel/head_split.h"
 #include "parallel/parallelize.h"
 #include "parallel/resolve.h"
@@ -135,6 +136,11 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
     tp_params = parallel::parallelize(*model, tp_group, plan.plan, plan.parallelize_options).params;
     parallel::check_whole_heads(model->config(), tp_params, tp_group->size());
   }
+  std::shared_ptr<parallel::RingAttentionStats> ring_stats;
+  if (mesh.size("cp") > 1) {
+    ring_stats = std::make_shared<parallel::RingAttentionStats>();
+    parallel::apply_context_parallel(*model, mesh.group("cp"), ring_stats);
+  }
   fsdp::FSDPMesh fsdp_mesh(mesh.group("dp_shard_cp"), mesh.group("dp_replicate"));
   fsdp_mesh.set_gradient_divide_factor(1);
   fsdp::FSDPOptions fsdp_options;
@@ -162,6 +168,7 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
   }
   ShardedModel out{model,           fsdp::fully_shard(*model, fsdp_mesh, fsdp_options), {}, {},
                    fsdp_mesh.shard(), tp_group, std::move(tp_params)};
+  out.ring_stats = std::move(ring_stats);
   out.accumulation = parallelism.accumulate_unsharded_grads ? GradAccumulation::UnshardedUntilLast
                                                             : GradAccumulation::ReduceScatterEach;
   for (const auto& item : model->named_parameters()) {

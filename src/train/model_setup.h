@@ -30,6 +30,7 @@
 #include "models/init.h"
 #include "optim/grad_norm.h"
 #include "parallel/param_registry.h"
+#include "parallel/ring_attention.h"
 #include "tensor/shard_spec.h"
 #include "train/train_options.h"
 
@@ -60,6 +61,9 @@ struct ShardedModel {
   // every parameter is whole on each tp rank).
   parallel::ParamRegistry tp_params;
   GradAccumulation accumulation = GradAccumulation::ReduceScatterEach;
+  // Context parallelism (cp > 1): the ring attention's time and bytes
+  // (null without it).
+  std::shared_ptr<parallel::RingAttentionStats> ring_stats = nullptr;
 
   // Whether the plan split `name` over tp (false for whole parameters).
   bool tp_sharded(const std::string& name) const;
@@ -105,7 +109,8 @@ struct ModelSource {
 // neither, listing the presets. Reads config.json only.
 ModelSource model_source(const TrainOptions& options);
 
-// Applies the tensor-parallel plan (tp > 1), activation checkpointing and
+// Applies the tensor-parallel plan (tp > 1), context parallelism (cp > 1:
+// ring attention over the cp group), activation checkpointing and
 // fully_shard (decoder layers, then root) to `model` over `mesh`. Gradients
 // are SUM-reduced with no division: the trainer normalises the loss by the
 // global valid-token count itself. UsageError when no plan applies. A model

@@ -11,6 +11,7 @@
 #include "loss/vocab_parallel_cross_entropy.h"
 #include "tensor/chunking.h"
 #include "optim/grad_norm.h"
+#include "train/context_batches.h"
 
 namespace tessel::train {
 
@@ -29,12 +30,25 @@ std::pair<int64_t, int64_t> global_counts(const dist::DeviceMesh& mesh,
   return {counts[0].item<int64_t>(), counts[1].item<int64_t>()};
 }
 
-// Sums each value over the dp group in double precision. The communicator
+// This rank's piece of each micro batch: the whole rows, or under context
+// parallelism its load-balanced chunks of them (context_batches.h).
+std::vector<MicroBatch> local_pieces(const dist::DeviceMesh& mesh, const std::vector<MicroBatch>& batches) {
+  const int cp = mesh.size("cp");
+  if (cp == 1) return batches;
+  std::vector<MicroBatch> out;
+  out.reserve(batches.size());
+  for (const auto& b : batches) out.push_back(context_parallel_slice(b, cp, mesh.coordinate("cp")));
+  return out;
+}
+
+// Sums each value over the dp_cp group in double precision (each rank's
+// share of the loss: its rows, or its chunks of them under context
+// parallelism). The communicator
 // reduces only fp32/bf16/fp16/int64, and an fp32 loss sum would round
 // differently per layout; gathering the doubles and adding them in rank
 // order gives every rank the same, layout-independent result.
 std::vector<double> global_sums(const dist::DeviceMesh& mesh, const std::vector<double>& local) {
-  const auto& dp = mesh.group("dp");
+  const auto& dp = mesh.group("dp_cp");
   const auto n = static_cast<int64_t>(local.size());
   const auto mine = at::tensor(local, at::kDouble);
   auto all = at::zeros({dp->size() * n}, at::kDouble);
@@ -69,7 +83,9 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
                       double max_grad_norm) {
   TESSEL_CHECK(!micro_batches.empty(), "a training step needs at least one micro batch");
   StepResult result;
+  // Counted on the whole rows, which every cp rank of a dp rank shares.
   const auto [valid, tokens] = global_counts(mesh, micro_batches);
+  const std::vector<MicroBatch> pieces = local_pieces(mesh, micro_batches);
   result.valid_tokens = valid;
   result.tokens = tokens;
   // A global batch without targets (every response truncated away) adds a
@@ -77,7 +93,7 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
   const double denom = static_cast<double>(std::max<int64_t>(valid, 1));
 
   double local_loss_sum = 0.0;
-  const size_t n = micro_batches.size();
+  const size_t n = pieces.size();
   for (size_t i = 0; i < n; ++i) {
     // Default: every micro batch reduce-scatters into the sharded gradients
     // and only the last one runs HSDP's replicate all-reduce. Opt-in: earlier
@@ -85,7 +101,7 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
     const bool last = i + 1 == n;
     model.root.set_requires_gradient_sync(model.accumulation == GradAccumulation::ReduceScatterEach || last);
     model.root.set_requires_all_reduce(last);
-    const auto& mb = micro_batches[i];
+    const auto& mb = pieces[i];
     const at::Tensor logits = model.model->forward_logits(mb.input_ids, mb.position_ids, mb.document_ids);
     const loss::LossSum ls = loss_sum(model, logits, mb.labels);
     local_loss_sum += ls.sum.detach().to(at::kDouble).item<double>();
@@ -104,7 +120,7 @@ EvalResult evaluate(ShardedModel& model, const dist::DeviceMesh& mesh,
   at::NoGradGuard no_grad;
   double local_sum = 0.0;
   int64_t local_valid = 0;
-  for (const auto& mb : micro_batches) {
+  for (const auto& mb : local_pieces(mesh, micro_batches)) {
     const at::Tensor logits = model.model->forward_logits(mb.input_ids, mb.position_ids, mb.document_ids);
     const loss::LossSum ls = loss_sum(model, logits, mb.labels);
     local_sum += ls.sum.to(at::kDouble).item<double>();

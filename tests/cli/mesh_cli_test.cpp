@@ -41,6 +41,31 @@ TEST(MeshCli, HsdpWorld16JsonGroups) {
   EXPECT_EQ(j["groups"]["tp"].get<Groups>().size(), 16u);
 }
 
+// Context parallel 4 over a world of 8: the cp groups, and the chunks of a
+// 2050-token row (padded to 2056 = 8 chunks of 257) each cp rank holds.
+TEST(MeshCli, ContextParallelGroupsAndChunks) {
+  Result r = run_tessel("mesh --world 8 policy.dtensor_cfg.context_parallel_size=4 "
+                        "policy.dtensor_cfg.dp_replicate_size=1 policy.max_total_sequence_length=2050 --json",
+                        /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["dims"]["dp_shard"], 2);
+  EXPECT_EQ(j["dims"]["cp"], 4);
+  EXPECT_EQ(j["groups"]["cp"].get<Groups>(), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(j["groups"]["dp_shard_cp"].get<Groups>(), (Groups{{0, 1, 2, 3, 4, 5, 6, 7}}));
+  EXPECT_EQ(j["groups"]["dp"].get<Groups>(), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  const auto& cp = j["context_parallel"];
+  EXPECT_EQ(cp["padded_seq_len"], 2056);
+  EXPECT_EQ(cp["chunk_tokens"], 257);
+  EXPECT_EQ(cp["tokens_per_rank"], 514);
+  EXPECT_EQ(cp["chunks_by_cp_rank"].get<Groups>(), (Groups{{0, 7}, {1, 6}, {2, 5}, {3, 4}}));
+
+  r = run_tessel("mesh --world 4 policy.dtensor_cfg.context_parallel_size=2 policy.dtensor_cfg.dp_replicate_size=1 "
+                 "policy.max_total_sequence_length=64");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cp rank 1: chunks 1 and 2, tokens [16, 32) and [32, 48)"), std::string::npos) << r.output;
+}
+
 TEST(MeshCli, ExplicitConfigAndTpOverride) {
   const char* src = std::getenv("TESSEL_SOURCE_DIR");
   ASSERT_NE(src, nullptr);

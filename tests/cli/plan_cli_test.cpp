@@ -59,6 +59,26 @@ TEST(PlanCli, Llama8BTp2OnSixteenRanksHasHandComputedBytes) {
   }
 }
 
+// Activations per rank fall with the cp share of each row: at cp 4 a rank
+// saves a quarter of the tokens' layer activations and none of the whole
+// row's attention scores, so well under a third of cp 1's.
+TEST(PlanCli, ContextParallelSplitsRowsAndActivations) {
+  const std::string base = "plan --world 4 policy.model_name=tiny-llama policy.dtensor_cfg.dp_replicate_size=1 "
+                           "policy.max_total_sequence_length=2048 --json ";
+  auto r = run_tessel(base + "policy.dtensor_cfg.context_parallel_size=4", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["context_parallel"]["tokens_per_rank"], 512);
+  const int64_t cp4 = j["activation_bytes_per_rank"].get<int64_t>();
+  const int64_t cp1 = j["activation_bytes_per_rank_cp1"].get<int64_t>();
+  EXPECT_LT(cp4 * 3, cp1) << cp4 << " vs " << cp1;
+  r = run_tessel(base + "policy.dtensor_cfg.context_parallel_size=1", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["activation_bytes_per_rank"].get<int64_t>(), cp1);
+  EXPECT_EQ(j["context_parallel"]["tokens_per_rank"], 2048);
+}
+
 TEST(PlanCli, TextOutputNamesSourceStylesAndBytes) {
   const auto r = run_tessel("plan --world 4 policy.model_name=tiny-llama policy.dtensor_cfg.dp_replicate_size=1 "
                             "policy.dtensor_cfg.tensor_parallel_size=2 policy.dtensor_cfg.sequence_parallel=true");

@@ -15,6 +15,7 @@
 #include "core/counting_allocator.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
+#include "train/layout_parity.h"
 
 namespace tessel::train::testing {
 
@@ -55,13 +56,6 @@ inline dist::DeviceMesh mesh_for(const Layout& l) {
   sizes.tp = l.tp;
   sizes.dp_replicate = l.replicate;
   return dist::DeviceMesh(dist::MeshLayout(sizes), dist::world());
-}
-
-// One directory name shared by every rank (rank 0's choice).
-inline std::filesystem::path shared_dir(const std::string& tag) {
-  auto pid = at::tensor({static_cast<int64_t>(::getpid())}, at::kLong);
-  dist::world()->broadcast(pid, 0);
-  return std::filesystem::temp_directory_path() / ("tessel_memory_" + tag + "_" + std::to_string(pid.item<int64_t>()));
 }
 
 // fp32 bytes of a tensor of `shape`.

@@ -27,6 +27,7 @@
 #include "parallel/optimized_plans.h"
 #include "train/checkpoint.h"
 #include "train/model_setup.h"
+#include "train/layout_parity.h"
 #include "train/train_fixture.h"
 #include "train/trainer.h"
 
@@ -34,6 +35,7 @@ namespace tessel::train {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_same_steps;
 using testing::quiet;
 using testing::TrainFixture;
 
@@ -41,24 +43,13 @@ using testing::TrainFixture;
 // A mesh of `world_size` ranks with tensor parallelism `tp` on the group of
 // this rank: the world split into consecutive blocks of world_size ranks.
 dist::DeviceMesh mesh_of(int world_size, int tp) {
-  const auto& world = dist::world();
-  const dist::CommunicatorPtr group =
-      world_size == world->size()
-          ? world
-          : world->split(world->rank() / world_size, world->rank() % world_size,
-                         "block" + std::to_string(world_size));
   dist::MeshSizes sizes;
   sizes.world_size = world_size;
   sizes.tp = tp;
-  return dist::DeviceMesh(dist::MeshLayout(sizes), group);
+  return testing::block_mesh(sizes);
 }
 
-// One directory name shared by every rank (rank 0's choice).
-fs::path shared_dir(const std::string& tag) {
-  auto pid = at::tensor({static_cast<int64_t>(::getpid())}, at::kLong);
-  dist::world()->broadcast(pid, 0);
-  return fs::temp_directory_path() / ("tessel_tp_train_" + tag + "_" + std::to_string(pid.item<int64_t>()));
-}
+fs::path shared_dir(const std::string& tag) { return testing::shared_dir("tp_train_" + tag); }
 
 class TpTrainingParity : public TrainFixture {
  protected:
@@ -80,18 +71,6 @@ class TpTrainingParity : public TrainFixture {
     auto o = base(extra);
     o.push_back("policy.dtensor_cfg.tensor_parallel_size=" + std::to_string(tp));
     return train(make_config(o), mesh_of(world_size, tp), quiet());
-  }
-
-  static void expect_same_steps(const std::vector<StepMetrics>& got, const std::vector<StepMetrics>& ref,
-                                const std::string& what, size_t first_ref = 0) {
-    ASSERT_EQ(got.size() + first_ref, ref.size()) << what;
-    for (size_t s = 0; s < got.size(); ++s) {
-      const auto& r = ref[s + first_ref];
-      EXPECT_EQ(got[s].step, r.step) << what;
-      EXPECT_NEAR(got[s].loss, r.loss, 2e-5 * std::abs(r.loss)) << what << " step " << r.step;
-      EXPECT_NEAR(got[s].grad_norm, r.grad_norm, 1e-4 * r.grad_norm) << what << " step " << r.step;
-      EXPECT_EQ(got[s].valid_tokens, r.valid_tokens) << what << " step " << r.step;
-    }
   }
 };
 

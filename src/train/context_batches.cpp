@@ -1,0 +1,46 @@
+#include "train/context_batches.h"
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+#include "loss/cross_entropy.h"
+#include "parallel/load_balanced_chunks.h"
+
+namespace tessel::train {
+
+namespace {
+
+// `x` [B, T] (or [T]) with `extra` tokens of `value` appended along the last dim.
+at::Tensor pad_tokens(const at::Tensor& x, int64_t extra, int64_t value) {
+  if (extra == 0) return x;
+  auto sizes = x.sizes().vec();
+  sizes.back() = extra;
+  return at::cat({x, at::full(sizes, value, x.options())}, -1);
+}
+
+}  // namespace
+
+MicroBatch context_parallel_slice(const MicroBatch& batch, int cp_size, int cp_rank) {
+  if (cp_size == 1) return batch;
+  TESSEL_CHECK(batch.input_ids.dim() == 2, "context parallelism cuts [batch, seq] rows, got input_ids of {} dims",
+               batch.input_ids.dim());
+  const int64_t T = batch.input_ids.size(1);
+  const int64_t multiple = 2 * static_cast<int64_t>(cp_size);
+  const int64_t padded = (T + multiple - 1) / multiple * multiple;
+  const int64_t extra = padded - T;
+  auto take = [&](const at::Tensor& x) { return parallel::take_load_balanced_chunks(x, -1, cp_size, cp_rank); };
+
+  MicroBatch out;
+  out.input_ids = take(pad_tokens(batch.input_ids, extra, 0));
+  out.labels = take(pad_tokens(batch.labels, extra, loss::kIgnoreIndex));
+  // Padding continues the positions (0 in packed rows); nothing attends to it.
+  at::Tensor positions = batch.position_ids.defined()
+                             ? pad_tokens(batch.position_ids, extra, 0)
+                             : at::arange(padded, batch.input_ids.options().dtype(at::kLong));
+  out.position_ids = take(positions);
+  if (batch.document_ids.defined()) out.document_ids = take(pad_tokens(batch.document_ids, extra, -1));
+  out.num_tokens = batch.num_tokens;  // of the whole rows: train_step counts before cutting
+  return out;
+}
+
+}  // namespace tessel::train
