@@ -59,16 +59,21 @@ nn::Tensors DecoderModel::forward(const nn::Tensors& inputs) {
     h = h * at::scalar_tensor(*embed_scale_, h.options().dtype(at::kFloat)).to(h.scalar_type());
   }
   std::vector<std::optional<std::pair<at::Tensor, at::Tensor>>> cos_sin(rotaries_.size());
+  std::vector<at::Tensor> router_logits;
   for (std::size_t i = 0; i < layers_->size(); ++i) {
     auto& cs = cos_sin[layer_rotary_[i]];
     if (!cs) cs = rotaries_[layer_rotary_[i]].cos_sin(pos, h.scalar_type());
     nn::Tensors layer_in{h, cs->first, cs->second};
     if (documents.defined()) layer_in.push_back(documents);
     nn::Tensors out = (*layers_)[i]->call(std::move(layer_in));
-    TESSEL_CHECK(out.size() == 1, "decoder layer {} returned {} outputs, expected 1", i, out.size());
+    TESSEL_CHECK(out.size() == 1 || out.size() == 2,
+                 "decoder layer {} returned {} outputs, expected {{hidden[, router_logits]}}", i, out.size());
     h = out[0];
+    if (out.size() == 2) router_logits.push_back(out[1]);
   }
-  return {norm_->call(h)};
+  nn::Tensors result{norm_->call(h)};
+  result.insert(result.end(), router_logits.begin(), router_logits.end());
+  return result;
 }
 
 CausalLM::CausalLM(ModelConfig config, std::shared_ptr<DecoderModel> model)
@@ -87,23 +92,29 @@ CausalLM::CausalLM(ModelConfig config, std::shared_ptr<DecoderModel> model)
 
 at::Tensor CausalLM::forward_logits(const at::Tensor& input_ids, const at::Tensor& position_ids,
                                     const at::Tensor& document_ids) {
+  return forward_with_router_logits(input_ids, position_ids, document_ids).logits;
+}
+
+CausalLMOutput CausalLM::forward_with_router_logits(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                                                    const at::Tensor& document_ids) {
   nn::Tensors in{input_ids};
   // An undefined position_ids holds the place when only document_ids is given.
   if (position_ids.defined() || document_ids.defined()) in.push_back(position_ids);
   if (document_ids.defined()) in.push_back(document_ids);
   nn::Tensors out = call(std::move(in));
-  TESSEL_CHECK(out.size() == 1, "model returned {} outputs, expected the logits only", out.size());
-  return out[0];
+  TESSEL_CHECK(!out.empty(), "model returned no outputs, expected the logits first");
+  return CausalLMOutput{out[0], nn::Tensors(out.begin() + 1, out.end())};
 }
 
 nn::Tensors CausalLM::forward(const nn::Tensors& inputs) {
-  at::Tensor h = model_->call(inputs)[0];
-  at::Tensor logits = lm_head_->call(h);
+  nn::Tensors out = model_->call(inputs);
+  at::Tensor logits = lm_head_->call(out[0]);
   if (config_.final_logit_softcapping) {
     const double cap = *config_.final_logit_softcapping;
     logits = at::tanh(logits / cap) * cap;
   }
-  return {logits};
+  out[0] = logits;  // the router logits after it pass through
+  return out;
 }
 
 std::shared_ptr<CausalLM> make_causal_lm(ModelConfig config, std::shared_ptr<DecoderModel> model) {

@@ -19,6 +19,14 @@
 // is redistributed), so hooks and plans are unaffected; without document_ids
 // every module gets exactly the inputs it always did.
 //
+// Mixture-of-experts models: a sparse decoder layer returns its router
+// logits as a 2nd output; DecoderModel and CausalLM append them, in layer
+// order, after their first output ({hidden | logits, router_logits of each
+// MoE layer...}), so they stay on the autograd graph through FSDP's and
+// activation checkpointing's hooks. forward_logits() keeps the logits only;
+// forward_with_router_logits() returns both (the trainer's load-balancing
+// loss, loss/load_balancing_loss.h).
+//
 // Tied embeddings are ONE tensor: named_parameters() lists it once as
 // model.embed_tokens.weight; tied_parameter_names() gives the HF alias
 // lm_head.weight -> model.embed_tokens.weight.
@@ -73,7 +81,8 @@ class DecoderModel : public nn::Module {
 
  protected:
   // {input_ids [B, T] int64, optional position_ids [B, T] or [T] (undefined =
-  // 0..T-1), optional document_ids [B, T] integer} -> {hidden [B, T, H]}
+  // 0..T-1), optional document_ids [B, T] integer} -> {hidden [B, T, H],
+  // router_logits [B*T, experts] of each MoE layer...}
   nn::Tensors forward(const nn::Tensors& inputs) override;
 
  private:
@@ -83,6 +92,13 @@ class DecoderModel : public nn::Module {
   std::vector<nn::RotaryEmbedding> rotaries_;
   std::vector<std::size_t> layer_rotary_;
   std::optional<double> embed_scale_;
+};
+
+// The logits and, for a mixture-of-experts model, each MoE layer's router
+// logits [B*T, experts] in layer order (empty for a dense model).
+struct CausalLMOutput {
+  at::Tensor logits;
+  std::vector<at::Tensor> router_logits;
 };
 
 class CausalLM : public nn::Module {
@@ -96,6 +112,9 @@ class CausalLM : public nn::Module {
   // block-diagonal: a token attends only to earlier tokens of its document.
   at::Tensor forward_logits(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
                             const at::Tensor& document_ids = {});
+  // As forward_logits, with the router logits of the MoE layers.
+  CausalLMOutput forward_with_router_logits(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
+                                            const at::Tensor& document_ids = {});
 
   const ModelConfig& config() const { return config_; }
   const std::shared_ptr<DecoderModel>& model() const { return model_; }
@@ -110,7 +129,8 @@ class CausalLM : public nn::Module {
   std::map<std::string, std::string> tied_parameter_names() const;
 
  protected:
-  // {input_ids, optional position_ids, optional document_ids} -> {logits}
+  // {input_ids, optional position_ids, optional document_ids} -> {logits,
+  // router_logits of each MoE layer...}
   nn::Tensors forward(const nn::Tensors& inputs) override;
 
  private:

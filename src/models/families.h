@@ -1,5 +1,6 @@
 // The builder of every supported architecture family, one .cpp file each
-// (llama.cpp, mistral.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp). Each takes a
+// (llama.cpp, mistral.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp, qwen3_moe.cpp,
+// mixtral.cpp). Each takes a
 // parsed config.json and returns the model with HF parameter names and
 // uninitialised parameters. The registry (registry.h) maps the config's
 // architectures[0] to these.
@@ -25,5 +26,9 @@ std::shared_ptr<CausalLM> build_qwen3(const ModelConfig& config, const BuildOpti
 // Gemma3ForCausalLM (text): sandwich norms, (1 + w) RMSNorm, scaled
 // embeddings, local/global layers with their own RoPE bases.
 std::shared_ptr<CausalLM> build_gemma3(const ModelConfig& config, const BuildOptions& options);
+// Qwen3MoeForCausalLM: Qwen3 with sparse mixture-of-experts layers.
+std::shared_ptr<CausalLM> build_qwen3_moe(const ModelConfig& config, const BuildOptions& options);
+// MixtralForCausalLM: Mistral with a sparse mixture-of-experts block on every layer.
+std::shared_ptr<CausalLM> build_mixtral(const ModelConfig& config, const BuildOptions& options);
 
 }  // namespace tessel::models

@@ -3,7 +3,10 @@
 // with Llama-style RMSNorm (normalise in fp32, cast, times w). Mistral, Qwen2
 // and Qwen3 are this layer with different attention options (sliding window,
 // q/k/v biases, per-head q/k norms); their builders live in their own files
-// and call build_llama_like().
+// and call build_llama_like(). Qwen3-MoE and Mixtral are the same layer with
+// a sparse mixture-of-experts block (nn/sparse_moe.h) in place of the MLP on
+// their MoE layers; such a layer returns the block's router logits as a
+// second output.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -11,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "models/causal_lm.h"
 #include "models/families.h"
@@ -24,19 +28,23 @@ namespace tessel::models {
 
 class LlamaDecoderLayer : public nn::Module {
  public:
-  LlamaDecoderLayer(const nn::AttentionOptions& attention, int64_t intermediate_size,
-                    nn::Activation act, bool mlp_bias, double eps, const at::TensorOptions& options);
+  // `feed_forward` is a GatedMLP (-> {y}) or a SparseMoeBlock (-> {y,
+  // router_logits}), registered as `feed_forward_name` ("mlp"; Mixtral's
+  // sparse block is "block_sparse_moe").
+  LlamaDecoderLayer(const nn::AttentionOptions& attention, std::shared_ptr<nn::Module> feed_forward,
+                    const std::string& feed_forward_name, double eps, const at::TensorOptions& options);
   const std::shared_ptr<nn::Attention>& self_attn() const { return self_attn_; }
-  const std::shared_ptr<nn::GatedMLP>& mlp() const { return mlp_; }
+  const std::shared_ptr<nn::Module>& feed_forward() const { return feed_forward_; }
 
  protected:
-  // {hidden [B, T, H], cos, sin[, document_ids [B, T]]} -> {hidden}; document_ids
-  // (packed rows) are passed to self_attn as its 4th input.
+  // {hidden [B, T, H], cos, sin[, document_ids [B, T]]} -> {hidden} (dense)
+  // or {hidden, router_logits [B*T, experts]} (MoE); document_ids (packed
+  // rows) are passed to self_attn as its 4th input.
   nn::Tensors forward(const nn::Tensors& inputs) override;
 
  private:
   std::shared_ptr<nn::Attention> self_attn_;
-  std::shared_ptr<nn::GatedMLP> mlp_;
+  std::shared_ptr<nn::Module> feed_forward_;
   std::shared_ptr<nn::RMSNorm> input_layernorm_, post_attention_layernorm_;
 };
 
@@ -47,12 +55,18 @@ struct LlamaVariant {
   bool qk_norm = false;
 };
 
+// The checkpoint names of the sparse block on MoE layers (is_moe_layer).
+struct MoeBlockNames {
+  std::string block = "mlp";
+  nn::GatedMLPNames experts;
+};
+
 // Attention options of layer `layer` from the config (sizes, eps, scale,
 // sliding window per layer_sliding_window()).
 nn::AttentionOptions llama_attention_options(const ModelConfig& config, const LlamaVariant& variant,
                                              int64_t layer);
 
 std::shared_ptr<CausalLM> build_llama_like(const ModelConfig& config, const LlamaVariant& variant,
-                                           const BuildOptions& options);
+                                           const BuildOptions& options, const MoeBlockNames& moe_names = {});
 
 }  // namespace tessel::models

@@ -108,6 +108,61 @@ json rope_scaling_json(const std::optional<nn::RopeScaling>& s) {
 }
 
 bool is_gemma3(const ModelConfig& c) { return c.model_type == "gemma3_text" || c.model_type == "gemma3"; }
+bool is_qwen3_moe(const ModelConfig& c) {
+  return c.model_type == "qwen3_moe" || (c.model_type.empty() && c.architecture == "Qwen3MoeForCausalLM");
+}
+bool is_mixtral(const ModelConfig& c) {
+  return c.model_type == "mixtral" || (c.model_type.empty() && c.architecture == "MixtralForCausalLM");
+}
+
+// The expert fields of Qwen3MoeConfig / MixtralConfig, with their defaults.
+void parse_moe_fields(const json& j, const Reader& r, ModelConfig& c) {
+  const bool qwen3_moe = is_qwen3_moe(c);
+  if (!qwen3_moe && !is_mixtral(c)) return;
+  if (qwen3_moe) {
+    c.num_experts = r.integer("num_experts", 128);
+    c.num_experts_per_tok = r.integer("num_experts_per_tok", 8);
+    c.moe_intermediate_size = r.integer("moe_intermediate_size", 768);
+    c.decoder_sparse_step = r.integer("decoder_sparse_step", 1);
+    c.norm_topk_prob = r.boolean("norm_topk_prob", false);
+    if (r.has("mlp_only_layers")) {
+      const json& layers = j.at("mlp_only_layers");
+      if (!layers.is_array()) r.fail("mlp_only_layers", fmt::format("must be a list of layer indices, got {}", layers.dump()));
+      for (const auto& l : layers) {
+        if (!l.is_number_integer() || l.get<int64_t>() < 0 || l.get<int64_t>() >= c.num_hidden_layers) {
+          r.fail("mlp_only_layers", fmt::format("entries must be layer indices in [0, {}) (num_hidden_layers), got {}",
+                                                c.num_hidden_layers, l.dump()));
+        }
+        c.mlp_only_layers.push_back(l.get<int64_t>());
+      }
+    }
+    if (c.num_experts < 0) r.fail("num_experts", fmt::format("must be 0 (dense) or positive, got {}", c.num_experts));
+    if (c.decoder_sparse_step <= 0) {
+      r.fail("decoder_sparse_step", fmt::format("must be positive, got {} (1 = every layer sparse)", c.decoder_sparse_step));
+    }
+  } else {
+    c.num_experts = r.integer("num_local_experts", 8);
+    c.num_experts_per_tok = r.integer("num_experts_per_tok", 2);
+    c.moe_intermediate_size = c.intermediate_size;
+    c.norm_topk_prob = true;  // Mixtral always renormalises its top-k weights
+    if (c.num_experts <= 0) r.fail("num_local_experts", fmt::format("must be positive, got {}", c.num_experts));
+    const double jitter = r.number("router_jitter_noise", 0.0);
+    if (jitter != 0.0) {
+      r.fail("router_jitter_noise", fmt::format("is {}: tessel routes deterministically (HF multiplies the router "
+                                                "input by random noise in training); set it to 0.0",
+                                                jitter));
+    }
+  }
+  if (c.num_experts > 0 && (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts)) {
+    r.fail("num_experts_per_tok", fmt::format("must be between 1 and the number of experts ({}), got {}",
+                                              c.num_experts, c.num_experts_per_tok));
+  }
+  if (c.num_experts > 0 && c.moe_intermediate_size <= 0) {
+    r.fail("moe_intermediate_size", fmt::format("must be positive, got {}", c.moe_intermediate_size));
+  }
+  c.output_router_logits = r.boolean("output_router_logits", false);
+  c.router_aux_loss_coef = r.number("router_aux_loss_coef", 0.001);
+}
 
 }  // namespace
 
@@ -217,6 +272,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   if (gemma) c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
   c.final_logit_softcapping = r.optional_number("final_logit_softcapping");
   c.attn_logit_softcapping = r.optional_number("attn_logit_softcapping");
+  parse_moe_fields(j, r, c);
   c.torch_dtype = r.string("torch_dtype", r.string("dtype", ""));
   return c;
 }
@@ -272,6 +328,20 @@ std::string to_config_json(const ModelConfig& c) {
   if (j.contains("attn_logit_softcapping") || c.attn_logit_softcapping) {
     j["attn_logit_softcapping"] = c.attn_logit_softcapping ? json(*c.attn_logit_softcapping) : json(nullptr);
   }
+  if (is_qwen3_moe(c)) {
+    j["num_experts"] = c.num_experts;
+    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    j["decoder_sparse_step"] = c.decoder_sparse_step;
+    j["mlp_only_layers"] = c.mlp_only_layers;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+  } else if (is_mixtral(c)) {
+    j["num_local_experts"] = c.num_experts;
+  }
+  if (is_qwen3_moe(c) || is_mixtral(c)) {
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["output_router_logits"] = c.output_router_logits;
+    j["router_aux_loss_coef"] = c.router_aux_loss_coef;
+  }
   if (!c.torch_dtype.empty()) j["torch_dtype"] = c.torch_dtype;
   return j.dump(2) + "\n";
 }
@@ -281,10 +351,22 @@ bool gemma3_is_global_layer(const ModelConfig& c, int64_t layer) {
   return (layer + 1) % c.sliding_window_pattern == 0;
 }
 
+bool is_moe(const ModelConfig& c) { return c.num_experts > 0; }
+
+bool is_moe_layer(const ModelConfig& c, int64_t layer) {
+  if (!is_moe(c)) return false;
+  for (int64_t dense : c.mlp_only_layers) {
+    if (dense == layer) return false;
+  }
+  return (layer + 1) % c.decoder_sparse_step == 0;
+}
+
 std::optional<int64_t> layer_sliding_window(const ModelConfig& c, int64_t layer) {
   if (!c.sliding_window) return std::nullopt;
   if (is_gemma3(c)) return gemma3_is_global_layer(c, layer) ? std::nullopt : c.sliding_window;
-  if (c.model_type == "mistral") return c.sliding_window;
+  // Mixtral as Mistral; Qwen3-MoE's window, when switched on, covers every layer.
+  if (c.model_type == "mistral" || c.model_type == "mixtral") return c.sliding_window;
+  if (c.model_type == "qwen3_moe") return c.use_sliding_window ? c.sliding_window : std::nullopt;
   if (c.model_type == "qwen2" || c.model_type == "qwen3") {
     if (!c.use_sliding_window) return std::nullopt;
     if (!c.layer_types.empty()) {

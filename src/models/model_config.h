@@ -22,7 +22,7 @@ namespace tessel::models {
 
 struct ModelConfig {
   std::string architecture;  // architectures[0], e.g. "LlamaForCausalLM"
-  std::string model_type;    // "llama", "mistral", "qwen2", "qwen3", "gemma3_text"
+  std::string model_type;    // "llama", "mistral", "qwen2", "qwen3", "gemma3_text", "qwen3_moe", "mixtral"
 
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -55,6 +55,21 @@ struct ModelConfig {
   std::optional<double> final_logit_softcapping;
   std::optional<double> attn_logit_softcapping;
 
+  // Mixture of experts (Qwen3-MoE, Mixtral); num_experts 0 = a dense model.
+  // Layer i is sparse when num_experts > 0, i is not in mlp_only_layers and
+  // (i + 1) % decoder_sparse_step == 0 (is_moe_layer); the other layers keep
+  // a dense MLP of intermediate_size.
+  int64_t num_experts = 0;            // Qwen3-MoE num_experts, Mixtral num_local_experts
+  int64_t num_experts_per_tok = 0;    // top-k
+  int64_t moe_intermediate_size = 0;  // one expert's width (Mixtral: intermediate_size)
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  bool norm_topk_prob = false;  // renormalise the top-k weights (Mixtral: always)
+  // The load-balancing loss: added to the training loss, scaled by
+  // router_aux_loss_coef, only when output_router_logits (as HF's forward).
+  bool output_router_logits = false;
+  double router_aux_loss_coef = 0.001;
+
   std::string torch_dtype;  // informational ("bfloat16", "float32", ...)
 
   std::string json_text;  // the config.json it was parsed from
@@ -76,5 +91,9 @@ std::string to_config_json(const ModelConfig& config);
 std::optional<int64_t> layer_sliding_window(const ModelConfig& config, int64_t layer);
 // Gemma3: true when layer i is a global ("full_attention") layer.
 bool gemma3_is_global_layer(const ModelConfig& config, int64_t layer);
+// Mixture of experts: whether the model has experts, and whether layer i's
+// feed-forward block is sparse (the rule above num_experts).
+bool is_moe(const ModelConfig& config);
+bool is_moe_layer(const ModelConfig& config, int64_t layer);
 
 }  // namespace tessel::models

@@ -99,6 +99,42 @@ json tiny_gemma3() {
   return j;
 }
 
+// Mixture of experts: 3 layers, the middle one dense (mlp_only_layers), 8
+// experts of width 32, top 2 renormalised (as Qwen3-30B-A3B's norm_topk_prob).
+// The load-balancing loss is on (output_router_logits) with a coefficient
+// large enough to move the parity figures.
+json tiny_qwen3_moe() {
+  json j = tiny_qwen3();
+  j["architectures"] = {"Qwen3MoeForCausalLM"};
+  j["model_type"] = "qwen3_moe";
+  j["tie_word_embeddings"] = false;
+  j["num_hidden_layers"] = 3;
+  j["num_experts"] = 8;
+  j["num_experts_per_tok"] = 2;
+  j["moe_intermediate_size"] = 32;
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = {1};
+  j["norm_topk_prob"] = true;
+  j["output_router_logits"] = true;
+  j["router_aux_loss_coef"] = 0.01;
+  return j;
+}
+
+// Mixtral: 4 experts of width 96 on both layers, top 2, no window (as
+// Mixtral-8x7B's sliding_window: null), load-balancing loss on.
+json tiny_mixtral() {
+  json j = tiny_base("MixtralForCausalLM", "mixtral");
+  j["intermediate_size"] = 96;
+  j["rope_theta"] = 1000000.0;
+  j["sliding_window"] = nullptr;
+  j["num_local_experts"] = 4;
+  j["num_experts_per_tok"] = 2;
+  j["output_router_logits"] = true;
+  j["router_aux_loss_coef"] = 0.02;
+  j["router_jitter_noise"] = 0.0;
+  return j;
+}
+
 // ~100M parameters: 12 layers of width 768 (12 heads, 4 KV heads), a 32000
 // token vocabulary, tied embeddings.
 json llama_100m() {
@@ -127,7 +163,8 @@ json llama_100m() {
 const std::vector<std::pair<std::string, std::function<json()>>>& presets() {
   static const std::vector<std::pair<std::string, std::function<json()>>> table = {
       {"tiny-llama", tiny_llama},   {"tiny-mistral", tiny_mistral}, {"tiny-qwen2", tiny_qwen2},
-      {"tiny-qwen3", tiny_qwen3},   {"tiny-gemma3", tiny_gemma3},   {"llama-100m", llama_100m},
+      {"tiny-qwen3", tiny_qwen3},   {"tiny-gemma3", tiny_gemma3},   {"tiny-qwen3-moe", tiny_qwen3_moe},
+      {"tiny-mixtral", tiny_mixtral}, {"llama-100m", llama_100m},
   };
   return table;
 }

@@ -14,7 +14,8 @@
 
 namespace tessel::models {
 
-// "tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "llama-100m".
+// "tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3",
+// "tiny-qwen3-moe", "tiny-mixtral", "llama-100m".
 std::vector<std::string> preset_names();
 // The preset's config.json text. Throws tessel::UsageError listing the known
 // presets for an unknown name.

@@ -17,12 +17,14 @@ struct Entry {
 
 // An explicit table rather than self-registering statics: static libraries
 // drop object files nothing references, and with them their registrations.
-constexpr std::array<Entry, 5> kEntries{{
+constexpr std::array<Entry, 7> kEntries{{
     {"LlamaForCausalLM", "llama", &build_llama},
     {"MistralForCausalLM", "mistral", &build_mistral},
     {"Qwen2ForCausalLM", "qwen2", &build_qwen2},
     {"Qwen3ForCausalLM", "qwen3", &build_qwen3},
     {"Gemma3ForCausalLM", "gemma3_text", &build_gemma3},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", &build_qwen3_moe},
+    {"MixtralForCausalLM", "mixtral", &build_mixtral},
 }};
 
 const Entry& find_entry(const std::string& architecture) {

@@ -18,11 +18,11 @@ at::Tensor activate(const at::Tensor& x, Activation act) {
 }
 
 GatedMLP::GatedMLP(int64_t hidden, int64_t intermediate, Activation act, bool bias,
-                   const at::TensorOptions& options)
+                   const at::TensorOptions& options, const GatedMLPNames& names)
     : Module("GatedMLP"), act_(act) {
-  gate_proj_ = register_module("gate_proj", std::make_shared<Linear>(hidden, intermediate, bias, options));
-  up_proj_ = register_module("up_proj", std::make_shared<Linear>(hidden, intermediate, bias, options));
-  down_proj_ = register_module("down_proj", std::make_shared<Linear>(intermediate, hidden, bias, options));
+  gate_proj_ = register_module(names.gate, std::make_shared<Linear>(hidden, intermediate, bias, options));
+  up_proj_ = register_module(names.up, std::make_shared<Linear>(hidden, intermediate, bias, options));
+  down_proj_ = register_module(names.down, std::make_shared<Linear>(intermediate, hidden, bias, options));
 }
 
 Tensors GatedMLP::forward(const Tensors& inputs) {

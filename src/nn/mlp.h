@@ -2,7 +2,8 @@
 //   down_proj( act(gate_proj(x)) * up_proj(x) )
 // act is SiLU (Llama, Mistral, Qwen) or tanh-approximated GELU (Gemma3's
 // "gelu_pytorch_tanh"). The intermediate width comes from the current weights,
-// so column/row tensor-parallel shards work unchanged.
+// so column/row tensor-parallel shards work unchanged. Mixtral's experts are
+// the same block under other names (w1 = gate, w3 = up, w2 = down).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -24,10 +25,15 @@ enum class Activation { SiLU, GeluTanh };
 Activation parse_activation(const std::string& name);
 at::Tensor activate(const at::Tensor& x, Activation act);
 
+// The checkpoint names of the three projections.
+struct GatedMLPNames {
+  std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
+};
+
 class GatedMLP : public Module {
  public:
   GatedMLP(int64_t hidden_size, int64_t intermediate_size, Activation act, bool bias,
-           const at::TensorOptions& options);
+           const at::TensorOptions& options, const GatedMLPNames& names = {});
   Activation activation() const { return act_; }
 
  protected:

@@ -353,6 +353,21 @@ def build_case(idx, name, cfg):
     return files, info
 
 
+def write_or_check(case_dir, files, check, mismatched):
+    """Writes the case's files, or (check) appends to `mismatched` the paths
+    whose bytes on disk differ. Returns the sizes as text."""
+    for fname, data in files.items():
+        path = os.path.join(case_dir, fname)
+        if check:
+            if not os.path.exists(path) or open(path, "rb").read() != data:
+                mismatched.append(path)
+        else:
+            os.makedirs(case_dir, exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+    return ", ".join(f"{k} {len(v) // 1024} KiB" for k, v in files.items())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare with the files on disk, write nothing")
@@ -363,17 +378,7 @@ def main():
     for idx, (name, cfg) in enumerate(CASES.items()):
         files, info = build_case(idx, name, cfg)
         report[name] = info
-        d = os.path.join(HERE, name)
-        for fname, data in files.items():
-            path = os.path.join(d, fname)
-            if args.check:
-                if not os.path.exists(path) or open(path, "rb").read() != data:
-                    mismatched.append(path)
-            else:
-                os.makedirs(d, exist_ok=True)
-                with open(path, "wb") as f:
-                    f.write(data)
-        sizes = ", ".join(f"{k} {len(v) // 1024} KiB" for k, v in files.items())
+        sizes = write_or_check(os.path.join(HERE, name), files, args.check, mismatched)
         print(f"{name:22s} loss {float(json.loads(files['golden.json'])['loss']):.6f}  "
               f"fp32 logit err {info['fp32_max_abs_logit_err']:.1e}  "
               f"min wrong-variant delta {min(info['wrong_variant_max_abs_logit_delta'].values()):.2e}  ({sizes})")

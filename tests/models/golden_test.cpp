@@ -13,56 +13,20 @@
 #include <string>
 #include <vector>
 
+#include "models/golden_data.h"
 #include "models/pretrained.h"
-#include "support/source_tree.h"
 
 namespace tessel::models {
 namespace {
 
-using nlohmann::json;
-
-std::filesystem::path golden_dir(const std::string& name) {
-  return test_support::source_tree() / "tests" / "golden" / name;
-}
-
-at::Tensor to_tensor(const json& nested, at::ScalarType dtype) {
-  std::vector<int64_t> shape;
-  const json* j = &nested;
-  while (j->is_array()) {
-    shape.push_back(static_cast<int64_t>(j->size()));
-    j = &(*j)[0];
-  }
-  std::vector<double> flat;
-  std::function<void(const json&)> walk = [&](const json& x) {
-    if (x.is_array()) {
-      for (const auto& e : x) walk(e);
-    } else {
-      flat.push_back(x.get<double>());
-    }
-  };
-  walk(nested);
-  return at::tensor(flat, at::kDouble).view(shape).to(dtype);
-}
-
-// |got - want| <= rtol * |want| + atol, reporting the worst element.
-void expect_close(const at::Tensor& got, const at::Tensor& want, double rtol, double atol,
-                  const std::string& what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  at::Tensor g = got.to(at::kDouble), w = want.to(at::kDouble);
-  at::Tensor excess = (g - w).abs() - (w.abs() * rtol + atol);
-  const int64_t worst = excess.flatten().argmax().item<int64_t>();
-  EXPECT_LE(excess.flatten()[worst].item<double>(), 0.0)
-      << what << ": element " << worst << " is " << g.flatten()[worst].item<double>() << ", reference "
-      << w.flatten()[worst].item<double>();
-}
+using namespace golden;
 
 class Golden : public testing::TestWithParam<std::string> {};
 
 TEST_P(Golden, LogitsLossAndGradientsMatchReference) {
   const auto dir = golden_dir(GetParam());
-  std::ifstream in(dir / "golden.json");
-  ASSERT_TRUE(in) << "missing " << (dir / "golden.json") << " (regenerate with tests/golden/generate.py)";
-  const json golden = json::parse(in);
+  const json golden = read_golden(dir);
+  ASSERT_FALSE(golden.is_null());
   const at::Tensor ids = to_tensor(golden["tokens"], at::kLong);
   const at::Tensor labels = to_tensor(golden["labels"], at::kLong);
   const at::Tensor want_logits = to_tensor(golden["logits"], at::kDouble);
