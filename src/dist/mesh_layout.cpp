@@ -50,8 +50,9 @@ void validate(const MeshSizes& s) {
   }
   if (s.ep > 1) {
     throw UsageError(fmt::format("policy.dtensor_cfg.expert_parallel_size={} is not supported: "
-                                 "expert parallelism belongs to mixture-of-experts models, which "
-                                 "tessel does not support yet; set expert_parallel_size=1",
+                                 "expert parallelism is not built yet. mixture-of-experts models "
+                                 "(Qwen3MoeForCausalLM, MixtralForCausalLM) train with their experts "
+                                 "FSDP-sharded like every other parameter; set expert_parallel_size=1",
                                  s.ep));
   }
   const int model_parallel = s.tp * s.cp * s.ep;

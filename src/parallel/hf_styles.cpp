@@ -1,5 +1,7 @@
 #include "parallel/hf_styles.h"
 
+#include <algorithm>
+
 #include "config/suggest.h"
 #include "core/error.h"
 #include "parallel/colwise.h"
@@ -20,6 +22,13 @@ const std::vector<std::string>& supported_style_strings() {
       "gather",         "embedding_rowwise", "packed_colwise", "packed_rowwise",
       "local_packed_rowwise"};
   return names;
+}
+
+bool is_hf_moe_style(const std::string& s) {
+  // transformers 4.57 .. 5.x (shared/reference/hf_tp_plans.json, style_registry_by_version).
+  static const std::vector<std::string> names = {"grouped_gemm",    "ep_router",       "megamoe_router",
+                                                 "moe_tp_experts",  "megamoe_experts", "moe_identity_expert"};
+  return std::find(names.begin(), names.end(), s) != names.end();
 }
 
 StylePtr style_from_string(const std::string& s, bool vocab_parallel_head) {
@@ -51,6 +60,13 @@ StylePtr style_from_string(const std::string& s, bool vocab_parallel_head) {
   if (s == "replicated_with_grad_allreduce") return std::make_shared<ReplicateParallel>(true, s);
   if (s == "gather") return std::make_shared<GatherParallel>();
   if (s == "local") return std::make_shared<IsolatedParallel>();
+  if (is_hf_moe_style(s)) {
+    throw UsageError(fmt::format(
+        "tensor-parallel style '{}' is a Hugging Face mixture-of-experts style (expert parallelism or MoE tensor "
+        "parallelism), which tessel does not build yet: remove it from the plan; mixture-of-experts models train "
+        "with tensor_parallel_size=1 and expert_parallel_size=1, their experts FSDP-sharded",
+        s));
+  }
   const auto& names = supported_style_strings();
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;

@@ -44,6 +44,18 @@ ResolvedPlan resolve_parallel_plan(const dist::MeshLayout& mesh, const config::P
                      : "tensor-parallel plan: none (tensor_parallel_size is 1)";
     return finish(std::move(r), options);
   }
+  if (models::is_moe(model)) {
+    // Every tp rank must route every token alike for per-expert collectives
+    // to match, and HF's MoE plans split experts per expert or only for
+    // inference; refused until tensor parallelism over MoE layers is built
+    // and tested (the experts then replicated or split whole).
+    throw UsageError(fmt::format(
+        "tensor_parallel_size={} is not supported for the mixture-of-experts model {} ({} experts): tensor "
+        "parallelism over MoE models (dense or expert styles, custom plans included) is not built yet; set "
+        "policy.dtensor_cfg.tensor_parallel_size=1 (the experts and the dense layers are FSDP-sharded over "
+        "dp_shard_cp)",
+        tp, arch, model.num_experts));
+  }
   const std::string sp = par.sequence_parallel ? "on" : "off";
 
   if (par.custom_parallel_plan) {

@@ -37,6 +37,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["split"] = "train";
   j["step"] = m.step;
   j["loss"] = m.loss;
+  if (m.aux_loss != 0.0) j["aux_loss"] = m.aux_loss;
   j["grad_norm"] = m.grad_norm;
   j["lr"] = m.lr;
   j["tokens"] = m.tokens;

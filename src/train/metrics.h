@@ -17,7 +17,8 @@ namespace tessel::train {
 
 struct StepMetrics {
   int64_t step = 0;             // 1-based optimizer step
-  double loss = 0.0;            // mean over the global batch's valid tokens
+  double loss = 0.0;            // mean over the global batch's valid tokens (+ coef * aux_loss, MoE)
+  double aux_loss = 0.0;        // MoE load-balancing loss (StepResult::aux_loss); 0 for dense models
   double grad_norm = 0.0;       // before clipping
   double lr = 0.0;              // rate used by this step
   int64_t tokens = 0;           // tokens of the global batch (all dp ranks)

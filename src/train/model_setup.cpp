@@ -128,6 +128,16 @@ ShardedModel setup_model(const TrainOptions& options, const dist::DeviceMesh& me
 ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::DeviceMesh& mesh,
                          const TrainOptions& options, const config::ParallelismConfig& parallelism) {
   const dist::CommunicatorPtr& tp_group = mesh.group("tp");
+  const models::ModelConfig& config = model->config();
+  if (models::is_moe(config) && mesh.layout().dim_size(dist::MeshDim::Cp) > 1) {
+    // Each cp rank holds part of every sequence, and the load-balancing
+    // loss is not a sum over tokens: it would need the router statistics of
+    // the whole sequence (an all-reduce over cp not built yet).
+    throw UsageError(fmt::format("context_parallel_size={} is not supported for the mixture-of-experts model {}: "
+                                 "context parallelism over MoE models is not built yet; set "
+                                 "policy.dtensor_cfg.context_parallel_size=1",
+                                 mesh.layout().dim_size(dist::MeshDim::Cp), config.architecture));
+  }
   parallel::ParamRegistry tp_params;
   if (tp_group->size() > 1) {
     parallel::ResolveOptions resolve;

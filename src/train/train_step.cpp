@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "loss/cross_entropy.h"
+#include "loss/load_balancing_loss.h"
 #include "loss/vocab_parallel_cross_entropy.h"
 #include "tensor/chunking.h"
 #include "optim/grad_norm.h"
@@ -92,8 +93,12 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
   // zero gradient instead of NaN.
   const double denom = static_cast<double>(std::max<int64_t>(valid, 1));
 
-  double local_loss_sum = 0.0;
+  double local_loss_sum = 0.0, local_aux_sum = 0.0;
   const size_t n = pieces.size();
+  const models::ModelConfig& config = model.model->config();
+  const bool aux_loss = models::is_moe(config) && config.output_router_logits;
+  // Every rank runs n micro batches: the aux term is a mean over all of them.
+  const double aux_scale = config.router_aux_loss_coef / static_cast<double>(n * mesh.group("dp")->size());
   for (size_t i = 0; i < n; ++i) {
     // Default: every micro batch reduce-scatters into the sharded gradients
     // and only the last one runs HSDP's replicate all-reduce. Opt-in: earlier
@@ -102,12 +107,22 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
     model.root.set_requires_gradient_sync(model.accumulation == GradAccumulation::ReduceScatterEach || last);
     model.root.set_requires_all_reduce(last);
     const auto& mb = pieces[i];
-    const at::Tensor logits = model.model->forward_logits(mb.input_ids, mb.position_ids, mb.document_ids);
-    const loss::LossSum ls = loss_sum(model, logits, mb.labels);
+    const models::CausalLMOutput out =
+        model.model->forward_with_router_logits(mb.input_ids, mb.position_ids, mb.document_ids);
+    const loss::LossSum ls = loss_sum(model, out.logits, mb.labels);
     local_loss_sum += ls.sum.detach().to(at::kDouble).item<double>();
-    (ls.sum / denom).backward();
+    at::Tensor objective = ls.sum / denom;
+    if (aux_loss) {
+      const at::Tensor aux = loss::load_balancing_loss(out.router_logits, config.num_experts,
+                                                       config.num_experts_per_tok, mb.attention_mask);
+      local_aux_sum += aux.detach().to(at::kDouble).item<double>();
+      objective = objective + aux * aux_scale;
+    }
+    objective.backward();
   }
-  result.loss = global_sums(mesh, {local_loss_sum})[0] / denom;
+  const std::vector<double> sums = global_sums(mesh, {local_loss_sum, local_aux_sum});
+  result.aux_loss = sums[1] / static_cast<double>(n * mesh.group("dp")->size());
+  result.loss = sums[0] / denom + (aux_loss ? config.router_aux_loss_coef * result.aux_loss : 0.0);
   result.grad_norm = optim::clip_grad_norm(model.grad_sets(), max_grad_norm);
   optimizer.set_lr(lr);
   optimizer.step();

@@ -33,10 +33,19 @@ struct MicroBatch {
   // within each document. Undefined (unpacked): positions 0..T-1, plain causal.
   at::Tensor position_ids;
   at::Tensor document_ids;
+  // [B, T], 1 = real token, 0 = padding (data::Batch::attention_mask): which
+  // tokens the load-balancing loss of a mixture-of-experts model counts.
+  // Undefined = every token.
+  at::Tensor attention_mask;
 };
 
 struct StepResult {
-  double loss = 0.0;          // global mean over valid tokens
+  // Global mean cross-entropy over valid tokens, plus router_aux_loss_coef *
+  // aux_loss for a mixture-of-experts model whose config asks for it
+  // (output_router_logits; [Note: the aux loss in tessel's training step] in
+  // loss/load_balancing_loss.h).
+  double loss = 0.0;
+  double aux_loss = 0.0;      // load-balancing loss, mean over the global batch's micro batches (0: none)
   double grad_norm = 0.0;     // before clipping
   int64_t valid_tokens = 0;   // global
   int64_t tokens = 0;         // global

@@ -93,6 +93,7 @@ MicroBatch to_micro_batch(const data::Batch& b, bool packed) {
   mb.input_ids = b.input_ids;
   mb.labels = loss::next_token_labels(b.input_ids, b.loss_mask);
   mb.num_tokens = b.num_tokens;
+  mb.attention_mask = b.attention_mask;
   if (packed) {  // unpacked rows keep the default positions and plain causal mask
     mb.position_ids = b.position_ids;
     mb.document_ids = b.document_ids;
@@ -305,6 +306,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     StepMetrics m;
     m.step = step + 1;
     m.loss = r.loss;
+    m.aux_loss = r.aux_loss;
     m.grad_norm = r.grad_norm;
     m.lr = lr;
     m.tokens = r.tokens;

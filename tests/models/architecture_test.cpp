@@ -27,6 +27,18 @@ std::filesystem::path hf_config(const std::string& model) {
   return test_support::source_tree() / "tests" / "models" / "hf_configs" / model / "config.json";
 }
 
+// HF's rule: Mixtral is sparse everywhere; Qwen3-MoE on layers not in
+// mlp_only_layers with (i + 1) % decoder_sparse_step == 0.
+bool sparse_layer(const json& c, int64_t i) {
+  const std::string type = c["model_type"];
+  if (type == "mixtral") return true;
+  if (type != "qwen3_moe" || c.value("num_experts", 128) == 0) return false;
+  for (const auto& l : c.value("mlp_only_layers", json::array())) {
+    if (l.get<int64_t>() == i) return false;
+  }
+  return (i + 1) % c.value("decoder_sparse_step", 1) == 0;
+}
+
 Shapes expected_shapes(const json& c) {
   const std::string type = c["model_type"];
   const int64_t H = c["hidden_size"], I = c["intermediate_size"], L = c["num_hidden_layers"];
@@ -38,7 +50,7 @@ Shapes expected_shapes(const json& c) {
   const bool tied = c.value("tie_word_embeddings", gemma);
   const bool qkv_bias = type == "qwen2" || c.value("attention_bias", false);
   const bool o_bias = type != "qwen2" && c.value("attention_bias", false);
-  const bool qk_norm = type == "qwen3" || gemma;
+  const bool qk_norm = type == "qwen3" || type == "qwen3_moe" || gemma;
   const bool mlp_bias = c.value("mlp_bias", false);
   Shapes s{{"model.embed_tokens.weight", {V, H}}, {"model.norm.weight", {H}}};
   if (!tied) s["lm_head.weight"] = {V, H};
@@ -58,12 +70,29 @@ Shapes expected_shapes(const json& c) {
       s[p + "self_attn.q_norm.weight"] = {D};
       s[p + "self_attn.k_norm.weight"] = {D};
     }
-    for (const char* m : {"gate_proj", "up_proj"}) {
-      s[p + "mlp." + m + ".weight"] = {I, H};
-      if (mlp_bias) s[p + "mlp." + m + ".bias"] = {I};
+    if (sparse_layer(c, i)) {
+      // HF: Qwen3MoeSparseMoeBlock (mlp.gate, experts.{e}.{gate,up,down}_proj of
+      // moe_intermediate_size); MixtralSparseMoeBlock (block_sparse_moe.gate,
+      // experts.{e}.w1/w3 [I, H], w2 [H, I]).
+      const bool mixtral = type == "mixtral";
+      const int64_t E = mixtral ? c.value("num_local_experts", 8) : c.value("num_experts", 128);
+      const int64_t Ie = mixtral ? I : c.value("moe_intermediate_size", 768);
+      const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      s[block + "gate.weight"] = {E, H};
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = block + "experts." + std::to_string(e) + ".";
+        s[x + (mixtral ? "w1" : "gate_proj") + ".weight"] = {Ie, H};
+        s[x + (mixtral ? "w3" : "up_proj") + ".weight"] = {Ie, H};
+        s[x + (mixtral ? "w2" : "down_proj") + ".weight"] = {H, Ie};
+      }
+    } else {
+      for (const char* m : {"gate_proj", "up_proj"}) {
+        s[p + "mlp." + m + ".weight"] = {I, H};
+        if (mlp_bias) s[p + "mlp." + m + ".bias"] = {I};
+      }
+      s[p + "mlp.down_proj.weight"] = {H, I};
+      if (mlp_bias) s[p + "mlp.down_proj.bias"] = {H};
     }
-    s[p + "mlp.down_proj.weight"] = {H, I};
-    if (mlp_bias) s[p + "mlp.down_proj.bias"] = {H};
     s[p + "input_layernorm.weight"] = {H};
     s[p + "post_attention_layernorm.weight"] = {H};
     if (gemma) {
@@ -119,12 +148,21 @@ TEST_P(RealConfigs, ParameterNamesAndShapesMatchHf) {
   if (GetParam() == "meta-llama__Llama-3.2-1B") {
     EXPECT_EQ(numel, 1235814400);
   }
+  // HF transformers 4.57.6 on the meta device (hf_configs/README.md): the
+  // published 30.5B and 46.7B.
+  if (GetParam() == "Qwen__Qwen3-30B-A3B") {
+    EXPECT_EQ(numel, 30532122624);
+  }
+  if (GetParam() == "mistralai__Mixtral-8x7B-v0.1") {
+    EXPECT_EQ(numel, 46702792704);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Hf, RealConfigs,
                          testing::Values("meta-llama__Llama-3.2-1B", "meta-llama__Llama-3.1-8B",
                                          "mistralai__Mistral-7B-v0.1", "Qwen__Qwen2.5-0.5B",
-                                         "Qwen__Qwen3-0.6B", "google__gemma-3-1b-it"));
+                                         "Qwen__Qwen3-0.6B", "google__gemma-3-1b-it", "Qwen__Qwen3-30B-A3B",
+                                         "mistralai__Mixtral-8x7B-v0.1"));
 
 TEST(Registry, UnknownArchitectureListsKnownOnes) {
   ModelConfig c = parse_model_config(R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 10,
@@ -137,7 +175,7 @@ TEST(Registry, UnknownArchitectureListsKnownOnes) {
     EXPECT_NE(msg.find("GPT2LMHeadModel"), std::string::npos) << msg;
     for (const auto& a : known_architectures()) EXPECT_NE(msg.find(a), std::string::npos) << msg;
   }
-  EXPECT_EQ(known_architectures().size(), 5u);
+  EXPECT_EQ(known_architectures().size(), 7u);
 }
 
 }  // namespace

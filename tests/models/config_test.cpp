@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "models/model_config.h"
@@ -129,6 +130,67 @@ TEST(ModelConfig, ErrorsNameTheKeyAndTheFile) {
 
   // Unknown keys are ignored.
   EXPECT_NO_THROW(parse_model_config("{" + base + R"(, "hidden_size": 8, "some_new_field": {"x": [1]}})"));
+}
+
+// The MoE fields of the real configs (hf_configs/README.md), HF's defaults
+// when absent, which layers are sparse, and a round trip through to_config_json.
+TEST(ModelConfig, MixtureOfExpertsFields) {
+  ModelConfig qwen = load_model_config(hf_config_dir("Qwen__Qwen3-30B-A3B"));
+  EXPECT_EQ(qwen.num_experts, 128);
+  EXPECT_EQ(qwen.num_experts_per_tok, 8);
+  EXPECT_EQ(qwen.moe_intermediate_size, 768);
+  EXPECT_TRUE(qwen.norm_topk_prob);
+  EXPECT_FALSE(qwen.output_router_logits);
+  EXPECT_EQ(qwen.router_aux_loss_coef, 0.001);
+  for (int64_t i : {0, 47}) EXPECT_TRUE(is_moe_layer(qwen, i));
+  EXPECT_FALSE(layer_sliding_window(qwen, 0).has_value());
+
+  ModelConfig mixtral = load_model_config(hf_config_dir("mistralai__Mixtral-8x7B-v0.1"));
+  EXPECT_EQ(mixtral.num_experts, 8);
+  EXPECT_EQ(mixtral.num_experts_per_tok, 2);
+  EXPECT_EQ(mixtral.moe_intermediate_size, 14336);
+  EXPECT_TRUE(mixtral.norm_topk_prob);  // always, whatever the file says
+  EXPECT_EQ(mixtral.router_aux_loss_coef, 0.02);
+  EXPECT_FALSE(layer_sliding_window(mixtral, 0).has_value());  // sliding_window: null
+
+  // Qwen3MoeConfig defaults; decoder_sparse_step and mlp_only_layers pick the sparse layers.
+  const std::string qwen_base = R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+    "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 6, "num_attention_heads": 2)";
+  ModelConfig d = parse_model_config(qwen_base + "}");
+  EXPECT_EQ(d.num_experts, 128);
+  EXPECT_EQ(d.num_experts_per_tok, 8);
+  EXPECT_EQ(d.moe_intermediate_size, 768);
+  EXPECT_FALSE(d.norm_topk_prob);
+  ModelConfig s = parse_model_config(qwen_base + R"(, "decoder_sparse_step": 2, "mlp_only_layers": [3]})");
+  std::vector<bool> sparse;
+  for (int64_t i = 0; i < 6; ++i) sparse.push_back(is_moe_layer(s, i));
+  EXPECT_EQ(sparse, (std::vector<bool>{false, true, false, false, false, true}));
+  ModelConfig back = parse_model_config(to_config_json(s));
+  EXPECT_EQ(back.mlp_only_layers, s.mlp_only_layers);
+  EXPECT_EQ(back.decoder_sparse_step, 2);
+  EXPECT_EQ(back.num_experts, 128);
+  // A dense model has no experts.
+  EXPECT_FALSE(is_moe(load_model_config(hf_config_dir("Qwen__Qwen3-0.6B"))));
+}
+
+TEST(ModelConfig, MixtureOfExpertsErrorsNameTheKeyAndTheFix) {
+  const std::string qwen = R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+    "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2)";
+  std::string msg = error_of(qwen + R"(, "num_experts": 4, "num_experts_per_tok": 5})");
+  EXPECT_NE(msg.find("num_experts_per_tok"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("between 1 and the number of experts (4)"), std::string::npos) << msg;
+  msg = error_of(qwen + R"(, "mlp_only_layers": [2]})");
+  EXPECT_NE(msg.find("mlp_only_layers"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[0, 2)"), std::string::npos) << msg;
+  msg = error_of(qwen + R"(, "decoder_sparse_step": 0})");
+  EXPECT_NE(msg.find("decoder_sparse_step"), std::string::npos) << msg;
+  const std::string mixtral = R"({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+    "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2)";
+  msg = error_of(mixtral + R"(, "router_jitter_noise": 0.01})");
+  EXPECT_NE(msg.find("router_jitter_noise"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("set it to 0.0"), std::string::npos) << msg;
+  msg = error_of(mixtral + R"(, "num_local_experts": 0})");
+  EXPECT_NE(msg.find("num_local_experts"), std::string::npos) << msg;
 }
 
 TEST(ModelConfig, ToJsonKeepsUnknownKeysAndWritesChanges) {

@@ -249,6 +249,53 @@ TEST(Resolve, NothingAppliesSuggestsTpOneOrCustom) {
   }
 }
 
+// HF's MoE styles are refused by name, saying what to do; the local/gather
+// styles its MoE plans also use are honoured (EveryHfStringTranslates).
+TEST(Styles, HfMixtureOfExpertsStylesAreRefusedWithTheWayOut) {
+  for (const char* s : {"grouped_gemm", "ep_router", "megamoe_router", "moe_tp_experts", "megamoe_experts",
+                        "moe_identity_expert"}) {
+    EXPECT_TRUE(is_hf_moe_style(s)) << s;
+    try {
+      style_from_string(s);
+      FAIL() << "expected UsageError for " << s;
+    } catch (const UsageError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(std::string("'") + s + "'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("mixture-of-experts"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("expert_parallel_size=1"), std::string::npos) << msg;
+    }
+  }
+  for (const char* s : {"local_colwise", "local_rowwise", "local", "gather"}) {
+    EXPECT_FALSE(is_hf_moe_style(s)) << s;
+    EXPECT_NE(style_from_string(s), nullptr) << s;
+  }
+}
+
+// No plan source may split a MoE model over tp yet (the router included):
+// the optimized/HF path and a custom plan are refused alike, at tp > 1 only.
+TEST(Resolve, MixtureOfExpertsModelsRefuseTensorParallelism) {
+  for (const char* arch : {"Qwen3MoeForCausalLM", "MixtralForCausalLM"}) {
+    const models::ModelConfig moe = config_with(arch, R"(, "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2)");
+    ASSERT_TRUE(models::is_moe(moe)) << arch;
+    EXPECT_EQ(resolve_for(tp(1), moe).source, PlanSource::None);
+    auto custom = tp(2);
+    config::Config inline_plan;
+    inline_plan.set("model.layers.*.self_attn.q_proj", config::Config("colwise"));
+    custom.custom_parallel_plan = config::CustomPlanSpec{"", inline_plan};
+    for (const auto& par : {tp(2), custom}) {
+      try {
+        resolve_for(par, moe);
+        FAIL() << "expected UsageError for " << arch;
+      } catch (const UsageError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(arch), std::string::npos) << msg;
+        EXPECT_NE(msg.find("mixture-of-experts"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("tensor_parallel_size=1"), std::string::npos) << msg;
+      }
+    }
+  }
+}
+
 TEST(Parallelize, StrictPatternMatchingNothingListsNearestPaths) {
   auto model = models::create_preset_model("tiny-llama", 1);
   Plan plan;
