@@ -88,6 +88,7 @@ Shift start_shift(const at::Tensor& current, dist::Communicator& cp, RingAttenti
 }
 
 at::Tensor finish_shift(Shift& s, RingAttentionStats* stats) {
+  if (stats && s.work->is_completed()) stats->shifts_done_when_needed += 1;
   const auto start = Clock::now();
   s.work->wait();
   if (stats) stats->waiting_seconds += seconds_since(start);

@@ -33,12 +33,16 @@ namespace tessel::parallel {
 
 // Where a run's ring attention spent its time, summed over calls: compute
 // of the blocks, waiting for shifts that were not done when their block was
-// needed, and the bytes this rank sent. For the benchmark's overlap figure.
+// needed (the transfer left exposed, plus any lag of the sending rank), the
+// bytes this rank sent, and how many shifts had already arrived when their
+// data was needed (their transfer was hidden entirely). For the benchmark's
+// overlap figures.
 struct RingAttentionStats {
   double compute_seconds = 0;
   double waiting_seconds = 0;
   int64_t bytes_sent = 0;
   int64_t shifts = 0;
+  int64_t shifts_done_when_needed = 0;
 };
 
 struct RingAttentionOptions {

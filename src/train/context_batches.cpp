@@ -39,6 +39,7 @@ MicroBatch context_parallel_slice(const MicroBatch& batch, int cp_size, int cp_r
                              : at::arange(padded, batch.input_ids.options().dtype(at::kLong));
   out.position_ids = take(positions);
   if (batch.document_ids.defined()) out.document_ids = take(pad_tokens(batch.document_ids, extra, -1));
+  if (batch.attention_mask.defined()) out.attention_mask = take(pad_tokens(batch.attention_mask, extra, 0));
   out.num_tokens = batch.num_tokens;  // of the whole rows: train_step counts before cutting
   return out;
 }

@@ -1,11 +1,12 @@
 // The trainer under context parallelism against one process (SPEC 8): 10
 // steps of the same model and data give the same loss, gradient norm and
 // valid-token count per step, and the same final parameters, at CP 2, CP 4,
-// CP 2 x FSDP 2 and CP 2 x TP 2 (with and without sequence parallelism) for
+// CP 2 x FSDP 2, CP 2 x TP 2 and at 8 ranks HSDP 2 x (FSDP 2 x CP 2) for
 // Llama, Mistral (a sliding window shorter than the rows) and Gemma3
-// (local/global layers, softcapping); packed rows keep documents apart
+// (local/global layers, softcapping), for Llama also with sequence
+// parallelism and CP 2 x TP 2 x FSDP 2; packed rows keep documents apart
 // across chunks; a checkpoint written under CP 2 x FSDP 2 resumes on one
-// process and on CP 2. At 8 ranks: HSDP 2 x (FSDP 2 x CP 2).
+// process and on CP 2.
 //
 // Rows of the tiny SFT set are 30-40 tokens of differing length: they are
 // padded to a multiple of 2·cp, so the chunks cut through prompts,
@@ -104,8 +105,8 @@ TEST_F(ContextParallelParity, SequenceParallelInsideContextParallel) {
 
 TEST_F(ContextParallelParity, SlidingWindowsAndGemmaLayers) {
   for (const char* preset : {"tiny-mistral", "tiny-gemma3"}) {
-    expect_layouts_match_one_process({std::string("policy.model_name=") + preset}, {{2, 2}, {4, 4}, {4, 2, 2}},
-                                     preset);
+    expect_layouts_match_one_process({std::string("policy.model_name=") + preset},
+                                     {{2, 2}, {4, 4}, {4, 2}, {4, 2, 2}, {8, 2, 1, 2}}, preset);
   }
 }
 
