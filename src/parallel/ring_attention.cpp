@@ -71,13 +71,15 @@ at::Tensor gather_documents(const at::Tensor& local, dist::Communicator& cp) {
 }
 
 // Starts moving `current` to the next rank of the ring; returns the buffer
-// the previous rank's block arrives in and the handle to wait on.
+// the previous rank's block arrives in and the handle to wait on. The shift
+// holds the outgoing tensor until it is waited (the communicator's contract).
 struct Shift {
-  at::Tensor incoming;
+  at::Tensor outgoing, incoming;
   dist::WorkPtr work;
 };
 Shift start_shift(const at::Tensor& current, dist::Communicator& cp, RingAttentionStats* stats) {
   Shift s;
+  s.outgoing = current;
   s.incoming = at::empty_like(current);
   s.work = cp.ring_shift_async(s.incoming, current);
   if (stats) {

@@ -103,6 +103,12 @@ TEST_F(ContextParallelParity, SequenceParallelInsideContextParallel) {
                                    {{4, 2, 2}}, "tiny-llama tp+sp");
 }
 
+// Checkpointed layers run their forward, ring included, again in backward.
+TEST_F(ContextParallelParity, ActivationCheckpointingRerunsTheRing) {
+  expect_layouts_match_one_process({"policy.model_name=tiny-llama", "policy.dtensor_cfg.activation_checkpointing=true"},
+                                   {{4, 2}}, "tiny-llama activation checkpointing");
+}
+
 TEST_F(ContextParallelParity, SlidingWindowsAndGemmaLayers) {
   for (const char* preset : {"tiny-mistral", "tiny-gemma3"}) {
     expect_layouts_match_one_process({std::string("policy.model_name=") + preset},
