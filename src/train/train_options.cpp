@@ -157,6 +157,50 @@ std::string checkpoint_metric_from(const Config& c) {
       name, config::did_you_mean(config::closest_names(spellings, name)), fmt::join(known, ", ")));
 }
 
+// The sections of checked_config_sections() that are not parsed by a helper
+// of their own: checked as a whole when present as a mapping.
+void check_plain_sections(const Config& c) {
+  for (const char* path : {"policy", "data", "checkpointing", "logger", "logger.tensorboard", "cluster"}) {
+    const Config* node = c.find(path);
+    if (node == nullptr || node->is_null()) continue;
+    if (!node->is_map()) {
+      throw UsageError(fmt::format("{} must be a mapping (keys: {}), got {}", path, fmt::join(keys_of(path), ", "),
+                                   node->to_flow()));
+    }
+    check_keys(*node, path);
+  }
+}
+
+// Keys of the reference's recipes that name what a CPU build of tessel does
+// not have: accepted as false, refused as true with what to use instead.
+void refuse_if_true(const Config& c, const char* key, const char* why) {
+  if (c.get_or<bool>(key, false)) throw UsageError(fmt::format("{}=true: {}; set it to false", key, why));
+}
+
+// "DD:HH:MM:SS" (the reference's format); null: none.
+std::optional<std::chrono::seconds> must_save_by_from(const Config& c) {
+  const auto text = c.get_or<std::optional<std::string>>("checkpointing.checkpoint_must_save_by", std::nullopt);
+  if (!text) return std::nullopt;
+  int64_t parts[4] = {};
+  int fields = 0;
+  std::size_t start = 0;
+  bool ok = true;
+  while (ok && fields < 4) {
+    const std::size_t end = text->find(':', start);
+    const std::string field = text->substr(start, end == std::string::npos ? std::string::npos : end - start);
+    ok = !field.empty() && field.size() <= 6 && field.find_first_not_of("0123456789") == std::string::npos;
+    if (ok) parts[fields++] = std::stoll(field);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  if (!ok || fields != 4 || parts[1] > 23 || parts[2] > 59 || parts[3] > 59) {
+    throw UsageError(fmt::format("checkpointing.checkpoint_must_save_by: '{}' is not DD:HH:MM:SS (e.g. "
+                                 "\"00:03:45:00\" for 3 h 45 min), or null for no time limit",
+                                 *text));
+  }
+  return std::chrono::seconds(((parts[0] * 24 + parts[1]) * 60 + parts[2]) * 60 + parts[3]);
+}
+
 }  // namespace
 
 const std::vector<CheckedSection>& checked_config_sections() {
@@ -170,6 +214,21 @@ const std::vector<CheckedSection>& checked_config_sections() {
        {"enabled", "train_mb_tokens", "algorithm", "sequence_length_round"}},
       {"policy.scheduler", lr_schedule_mapping_keys()},
       {"policy.dtensor_cfg", config::dtensor_cfg_keys()},
+      {"policy",
+       {"model_name", "tokenizer", "precision", "train_global_batch_size", "train_micro_batch_size",
+        "max_total_sequence_length", "make_sequence_length_divisible_by", "max_grad_norm", "reshard_after_forward",
+        "optimizer", "scheduler", "sequence_packing", "dynamic_batching", "dtensor_cfg", "megatron_cfg"}},
+      {"data",
+       {"max_input_seq_length", "add_bos", "add_eos", "add_generation_prompt", "shuffle", "num_workers", "train",
+        "validation"}},
+      {"checkpointing",
+       {"enabled", "checkpoint_dir", "metric_name", "higher_is_better", "keep_top_k", "save_period",
+        "save_optimizer", "checkpoint_must_save_by", "resume_from"}},
+      {"logger",
+       {"log_dir", "tensorboard_enabled", "tensorboard", "monitor_gpus", "wandb_enabled", "mlflow_enabled",
+        "swanlab_enabled"}},
+      {"logger.tensorboard", {"log_dir"}},
+      {"cluster", {"num_nodes", "gpus_per_node"}},
   };
   return sections;
 }
@@ -182,6 +241,7 @@ const std::vector<std::string>& checkpoint_metric_names() {
 TrainOptions train_options_from(const Config& c) {
   TrainOptions o;
   check_keys(c.sub("sft"), "sft");
+  check_plain_sections(c);
   o.model_name = c.get<std::string>("policy.model_name");
   o.tokenizer = c.get_or<std::string>("policy.tokenizer.name", o.model_name);
   o.precision = c.get_or<std::string>("policy.precision", "float32");
@@ -230,9 +290,29 @@ TrainOptions train_options_from(const Config& c) {
   o.add_bos = c.get_or<bool>("data.add_bos", true);
   o.add_eos = c.get_or<bool>("data.add_eos", true);
   o.shuffle = c.get_or<bool>("data.shuffle", true);
+  // The prompt already ends where the response starts (data/sft_template.h);
+  // a generation prompt belongs to generation, not to SFT targets.
+  refuse_if_true(c, "data.add_generation_prompt",
+                 "SFT rows are prompt + response with the loss on the response; a generation prompt is for "
+                 "generating, which tessel does not do");
+  // Data is read and collated in the training process, with nothing to
+  // parallelise across workers: any count trains the same; the type is read.
+  if (c.get_or<int64_t>("data.num_workers", 0) < 0) {
+    throw UsageError("data.num_workers must be >= 0 (tessel reads data in the training process; any count "
+                     "trains the same)");
+  }
 
   o.log_dir = c.get_or<std::string>("logger.log_dir", "logs");
   o.tensorboard = c.get_or<bool>("logger.tensorboard_enabled", false);
+  // As the reference's logger, event files go to <log_dir>/tensorboard; its
+  // logger.tensorboard.log_dir is read for its type only.
+  (void)c.get_or<std::optional<std::string>>("logger.tensorboard.log_dir", std::nullopt);
+  refuse_if_true(c, "logger.monitor_gpus", "this is a CPU build with no GPUs to monitor");
+  refuse_if_true(c, "logger.wandb_enabled", "tessel logs to metrics.jsonl and TensorBoard (logger.tensorboard_enabled)");
+  refuse_if_true(c, "logger.mlflow_enabled", "tessel logs to metrics.jsonl and TensorBoard (logger.tensorboard_enabled)");
+  refuse_if_true(c, "logger.swanlab_enabled",
+                 "tessel logs to metrics.jsonl and TensorBoard (logger.tensorboard_enabled)");
+  refuse_if_true(c, "policy.megatron_cfg.enabled", "tessel is the DTensor (FSDP2) path; use policy.dtensor_cfg");
 
   o.checkpoint.enabled = c.get_or<bool>("checkpointing.enabled", false);
   o.checkpoint.dir = c.get_or<std::string>("checkpointing.checkpoint_dir", "results");
@@ -244,6 +324,7 @@ TrainOptions train_options_from(const Config& c) {
   o.checkpoint.higher_is_better = c.get_or<bool>("checkpointing.higher_is_better", false);
   o.checkpoint.resume_from =
       c.get_or<std::optional<std::string>>("checkpointing.resume_from", std::nullopt).value_or("");
+  o.checkpoint.must_save_by = must_save_by_from(c);
   return o;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <variant>
@@ -37,6 +38,11 @@ struct CheckpointOptions {
   // the latest in `dir` (e.g. the one before a damaged checkpoint); empty:
   // the latest, when `enabled`.
   std::string resume_from;
+  // checkpointing.checkpoint_must_save_by ("DD:HH:MM:SS", as the reference):
+  // once this much time has passed since training started, the run saves a
+  // checkpoint after the current step and ends (a job's time limit minus a
+  // margin: the next job resumes). Unset: no limit.
+  std::optional<std::chrono::seconds> must_save_by;
 };
 
 // A config mapping with a closed list of keys: any other key is a UsageError

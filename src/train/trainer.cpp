@@ -189,10 +189,18 @@ std::string human_bytes(int64_t b) {
   return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0));
 }
 
+// Rank 0's `value`, on every rank of `world`.
+bool broadcast_flag(dist::Communicator& world, bool value) {
+  auto flag = at::tensor({static_cast<int64_t>(value ? 1 : 0)}, at::kLong);
+  world.broadcast(flag, 0);
+  return flag.item<int64_t>() == 1;
+}
+
 }  // namespace
 
 TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
                   const RunOptions& run) {
+  const auto job_start = Clock::now();  // checkpointing.checkpoint_must_save_by counts from here
   const TrainOptions o = train_options_from(config);
   const bool rank0 = mesh.world()->rank() == 0;
   const bool speak = rank0 && !run.quiet;
@@ -337,7 +345,12 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
                               "policy.optimizer.kwargs.lr or set policy.max_grad_norm",
                               r.loss, m.step));
     }
-    const bool last = step + 1 == total_steps;
+    // checkpoint_must_save_by: once the time is up the run saves and ends
+    // after this step. Rank 0's clock decides for every rank (clocks and
+    // step ends differ slightly; all ranks must stop at the same step).
+    const bool time_is_up = o.checkpoint.must_save_by && step + 1 < total_steps &&
+                            broadcast_flag(*mesh.world(), Clock::now() - job_start >= *o.checkpoint.must_save_by);
+    const bool last = step + 1 == total_steps || time_is_up;
     // val_at_end validates before the last save, so that checkpoint records its val loss.
     if (validator &&
         ((o.val_period > 0 && (step + 1) % o.val_period == 0) || (last && o.val_at_end))) {
@@ -357,6 +370,16 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
       }
       save_checkpoint(o.checkpoint.dir, info, sharded,
                       o.checkpoint.save_optimizer ? &optimizer : nullptr, mesh, config, keep);
+    }
+    if (time_is_up) {
+      if (rank0) {
+        log::warn("checkpointing.checkpoint_must_save_by ({} s) reached after step {} of {}: {}",
+                  o.checkpoint.must_save_by->count(), step + 1, total_steps,
+                  o.checkpoint.enabled ? fmt::format("saved step_{} in {}; run the same command again to resume",
+                                                     step + 1, o.checkpoint.dir)
+                                       : std::string("ending without a checkpoint (checkpointing.enabled=false)"));
+      }
+      break;
     }
   }
   // A resumed run that had already finished still validates at the end.

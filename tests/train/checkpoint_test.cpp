@@ -125,6 +125,37 @@ TEST_F(CheckpointTest, ResumeMatchesUninterruptedRun) {
   }
 }
 
+// checkpoint_must_save_by: a time limit already reached ends the run after
+// its first step with a checkpoint of it; the same command without the limit
+// resumes there and trains on as an uninterrupted run.
+TEST_F(CheckpointTest, TimeLimitSavesAndEndsTheRunWhichThenResumes) {
+  const auto mesh = world_mesh();
+  const TrainResult straight = train(make_config({"sft.max_num_steps=4"}), mesh, quiet());
+  const std::vector<std::string> with_ckpt = {"checkpointing.enabled=true",
+                                              "checkpointing.checkpoint_dir='" + ckpt().string() + "'",
+                                              "checkpointing.save_period=0", "sft.max_num_steps=4"};
+  auto limited = with_ckpt;
+  limited.push_back("checkpointing.checkpoint_must_save_by='00:00:00:00'");
+  const TrainResult first = train(make_config(limited), mesh, quiet());
+  ASSERT_EQ(first.steps.size(), 1u);
+  EXPECT_EQ(saved_steps(ckpt()), std::set<int64_t>{1});
+  const TrainResult rest = train(make_config(with_ckpt), mesh, quiet());
+  ASSERT_EQ(rest.steps.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rest.steps[i].step, static_cast<int64_t>(i + 2));
+    EXPECT_NEAR(rest.steps[i].loss, straight.steps[i + 1].loss, 1e-5 * std::abs(straight.steps[i + 1].loss));
+  }
+  // A limit that is not DD:HH:MM:SS is refused before anything runs.
+  for (const char* bad : {"'3:45'", "'00:25:00:00'", "'00:01:00:0x'", "'90'"}) {
+    try {
+      train(make_config({std::string("checkpointing.checkpoint_must_save_by=") + bad}), mesh, quiet());
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("DD:HH:MM:SS")) << bad;
+    }
+  }
+}
+
 TEST_F(CheckpointTest, KeepTopKByTrainLossKeepsLowestAndNewest) {
   // lr 0: the loss then depends only on each step's batch, so its order is
   // not the order of the steps and "best" differs from "most recent".

@@ -131,6 +131,64 @@ const std::map<std::string, Probe>& probes() {
       {"policy.dtensor_cfg.automodel_kwargs",
        {{}, {"+policy.dtensor_cfg.automodel_kwargs={use_liger_kernel: true}"}, {}}},
       {"policy.dtensor_cfg.lora_cfg", {{}, {"+policy.dtensor_cfg.lora_cfg={enabled: true}"}, {}}},
+
+      {"policy.model_name", {{}, {"policy.model_name=tiny-qwen2"}, TRAIN_FIELD(model_name)}},
+      {"policy.tokenizer", {{}, {"policy.tokenizer={name: other-tokenizer}"}, TRAIN_FIELD(tokenizer)}},
+      {"policy.precision", {{}, {"policy.precision=bfloat16"}, TRAIN_FIELD(precision)}},
+      {"policy.train_global_batch_size",
+       {{}, {"policy.train_global_batch_size=64"}, TRAIN_FIELD(global_batch_size)}},
+      {"policy.train_micro_batch_size", {{}, {"policy.train_micro_batch_size=4"}, TRAIN_FIELD(micro_batch_size)}},
+      {"policy.max_total_sequence_length", {{}, {"policy.max_total_sequence_length=96"}, TRAIN_FIELD(max_seq_len)}},
+      {"policy.make_sequence_length_divisible_by",
+       {{}, {"policy.make_sequence_length_divisible_by=8"}, TRAIN_FIELD(seq_len_divisible_by)}},
+      {"policy.max_grad_norm", {{}, {"policy.max_grad_norm=0.25"}, TRAIN_FIELD(max_grad_norm)}},
+      {"policy.reshard_after_forward",
+       {{}, {"+policy.reshard_after_forward=false"}, TRAIN_FIELD(reshard_after_forward)}},
+      {"policy.optimizer", {{}, {"policy.optimizer.name=torch.optim.SGD"}, {}}},
+      {"policy.scheduler", {{}, {"policy.scheduler=null"}, schedule_differs}},
+      {"policy.sequence_packing", {{}, {"policy.sequence_packing.enabled=true"}, TRAIN_FIELD(packing.enabled)}},
+      {"policy.dynamic_batching", {{}, {"policy.dynamic_batching.enabled=true"}, {}}},
+      {"policy.dtensor_cfg", {{}, {"policy.dtensor_cfg.tensor_parallel_size=2"}, PARALLEL_FIELD(tensor_parallel_size)}},
+      {"policy.megatron_cfg", {{}, {"+policy.megatron_cfg={enabled: true}"}, {}}},
+
+      {"data.max_input_seq_length", {{}, {"data.max_input_seq_length=32"}, TRAIN_FIELD(max_input_seq_length)}},
+      {"data.add_bos", {{}, {"data.add_bos=false"}, TRAIN_FIELD(add_bos)}},
+      {"data.add_eos", {{}, {"data.add_eos=false"}, TRAIN_FIELD(add_eos)}},
+      {"data.add_generation_prompt", {{}, {"data.add_generation_prompt=true"}, {}}},
+      {"data.shuffle", {{}, {"data.shuffle=false"}, TRAIN_FIELD(shuffle)}},
+      // Data is collated in the training process: any count trains alike;
+      // what is read is the value's type and sign.
+      {"data.num_workers", {{}, {"data.num_workers=-1"}, {}}},
+      {"data.train", {{}, {"data.train.dataset_name=demo_sft"}, TRAIN_FIELD(train_data.name)}},
+      {"data.validation", {{}, {"data.validation=null"}, TRAIN_FIELD(val_data.has_value())}},
+
+      {"checkpointing.enabled", {{}, {"checkpointing.enabled=false"}, TRAIN_FIELD(checkpoint.enabled)}},
+      {"checkpointing.checkpoint_dir", {{}, {"checkpointing.checkpoint_dir=elsewhere"}, TRAIN_FIELD(checkpoint.dir)}},
+      {"checkpointing.metric_name", {{}, {"checkpointing.metric_name=train:loss"}, TRAIN_FIELD(checkpoint.metric_name)}},
+      {"checkpointing.higher_is_better",
+       {{}, {"checkpointing.higher_is_better=true"}, TRAIN_FIELD(checkpoint.higher_is_better)}},
+      {"checkpointing.keep_top_k", {{}, {"checkpointing.keep_top_k=7"}, TRAIN_FIELD(checkpoint.keep_top_k)}},
+      {"checkpointing.save_period", {{}, {"checkpointing.save_period=4"}, TRAIN_FIELD(checkpoint.save_period)}},
+      {"checkpointing.save_optimizer",
+       {{}, {"checkpointing.save_optimizer=false"}, TRAIN_FIELD(checkpoint.save_optimizer)}},
+      {"checkpointing.checkpoint_must_save_by",
+       {{}, {"checkpointing.checkpoint_must_save_by='00:03:45:00'"}, TRAIN_FIELD(checkpoint.must_save_by)}},
+      {"checkpointing.resume_from",
+       {{}, {"checkpointing.resume_from=results/sft/step_10"}, TRAIN_FIELD(checkpoint.resume_from)}},
+
+      {"logger.log_dir", {{}, {"logger.log_dir=elsewhere"}, TRAIN_FIELD(log_dir)}},
+      {"logger.tensorboard_enabled", {{}, {"logger.tensorboard_enabled=true"}, TRAIN_FIELD(tensorboard)}},
+      // Event files go to <log_dir>/tensorboard, as the reference's logger
+      // writes them: its tensorboard.log_dir is read for its type only.
+      {"logger.tensorboard", {{}, {"logger.tensorboard=7"}, {}}},
+      {"logger.tensorboard.log_dir", {{}, {"logger.tensorboard.log_dir=[1, 2]"}, {}}},
+      {"logger.monitor_gpus", {{}, {"logger.monitor_gpus=true"}, {}}},
+      {"logger.wandb_enabled", {{}, {"+logger.wandb_enabled=true"}, {}}},
+      {"logger.mlflow_enabled", {{}, {"+logger.mlflow_enabled=true"}, {}}},
+      {"logger.swanlab_enabled", {{}, {"+logger.swanlab_enabled=true"}, {}}},
+
+      {"cluster.num_nodes", {{}, {"cluster.num_nodes=2"}, PARALLEL_FIELD(num_nodes)}},
+      {"cluster.gpus_per_node", {{}, {"cluster.gpus_per_node=4"}, PARALLEL_FIELD(gpus_per_node)}},
   };
   return table;
 }

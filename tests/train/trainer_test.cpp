@@ -226,6 +226,21 @@ TEST_F(TrainerTest, UnknownKeysAreUsageErrors) {
     EXPECT_THAT(e.what(), HasSubstr("weight_decai"));
     EXPECT_THAT(e.what(), HasSubstr("weight_decay"));
   }
+  // Every section of the recipe has a closed list of keys: data, logger,
+  // checkpointing, policy and cluster too.
+  for (const auto& [typo, meant] : std::vector<std::pair<std::string, std::string>>{
+           {"+data.shufle=false", "shuffle"},
+           {"+logger.tensorboard_enable=true", "tensorboard_enabled"},
+           {"+checkpointing.save_perod=3", "save_period"},
+           {"+policy.max_grad_nrm=1.0", "max_grad_norm"},
+           {"+cluster.num_node=2", "num_nodes"}}) {
+    try {
+      train(make_config({typo}), mesh, quiet());
+      ADD_FAILURE() << typo << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(meant)) << typo;
+    }
+  }
 }
 
 }  // namespace
