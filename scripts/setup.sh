@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev  # the fuzz targets (fuzz/): libFuzzer and AddressSanitizer
 )
 # python3-torch only generates golden test data (tests/golden/); the project is C++.
 if [[ "${TESSEL_WITH_PYTHON_GOLDEN:-0}" == 1 ]]; then packages+=(python3-torch); fi

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# The README's test command: installs, builds and runs every test.
+# The README's test command: installs, builds and runs every test, then a
+# short run of every fuzz target (fuzz/run.sh, TESSEL_FUZZ_SECONDS each,
+# default 5; 0 skips it): a parser that crashes on its seeds or on what
+# libFuzzer derives from them in seconds fails the run.
 # Usage: scripts/test.sh [ctest args...]     (preset: $TESSEL_PRESET or "default")
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -9,3 +12,8 @@ bash scripts/build.sh "$preset"
 source scripts/env.sh
 # Two test programs at a time: multi-rank tests oversubscribe the cores anyway.
 ctest --preset "$preset" -j2 "$@"
+fuzz_seconds=${TESSEL_FUZZ_SECONDS:-5}
+if [[ $fuzz_seconds != 0 ]]; then
+  echo "fuzz targets, ${fuzz_seconds}s each (fuzz/run.sh; TESSEL_FUZZ_SECONDS=0 skips):"
+  bash fuzz/run.sh "$fuzz_seconds"
+fi
