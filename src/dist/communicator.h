@@ -94,6 +94,15 @@ class Communicator {
   virtual WorkPtr all_reduce_async(const at::Tensor& tensor, ReduceOp op) = 0;
   // Equal splits: rank r's in[j*n/size ...] goes to rank j's out[r*n/size ...].
   virtual WorkPtr all_to_all_async(const at::Tensor& out, const at::Tensor& in) = 0;
+  // Variable splits along dim 0 (expert parallelism moves each token row to
+  // the rank of its expert): rank r sends in's rows
+  // [sum(in_counts[0..j)), + in_counts[j]) to rank j, which receives them at
+  // out's rows [sum(out_counts[0..r)), + out_counts[r]). Counts are rows, one
+  // per group rank; in_counts[j] on rank r must equal out_counts[r] on rank j
+  // (exchange the counts first, e.g. with all_to_all of an int64 tensor).
+  // out and in have the same row shape (sizes past dim 0) and dtype.
+  virtual WorkPtr all_to_all_v_async(const at::Tensor& out, const std::vector<int64_t>& out_counts,
+                                     const at::Tensor& in, const std::vector<int64_t>& in_counts) = 0;
   // In place: every rank ends with root's `tensor` (root is a group rank).
   virtual WorkPtr broadcast_async(const at::Tensor& tensor, int root) = 0;
   virtual WorkPtr barrier_async() = 0;
@@ -118,6 +127,10 @@ class Communicator {
   }
   virtual void all_to_all(const at::Tensor& out, const at::Tensor& in) {
     all_to_all_async(out, in)->wait();
+  }
+  virtual void all_to_all_v(const at::Tensor& out, const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                            const std::vector<int64_t>& in_counts) {
+    all_to_all_v_async(out, out_counts, in, in_counts)->wait();
   }
   virtual void broadcast(const at::Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
   virtual void barrier() { barrier_async()->wait(); }

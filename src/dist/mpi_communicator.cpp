@@ -324,6 +324,61 @@ WorkPtr MpiCommunicator::all_to_all(const at::Tensor& out, const at::Tensor& in,
   });
 }
 
+WorkPtr MpiCommunicator::all_to_all_v_async(const at::Tensor& out, const std::vector<int64_t>& out_counts,
+                                            const at::Tensor& in, const std::vector<int64_t>& in_counts) {
+  return all_to_all_v(out, out_counts, in, in_counts, false);
+}
+void MpiCommunicator::all_to_all_v(const at::Tensor& out, const std::vector<int64_t>& out_counts,
+                                   const at::Tensor& in, const std::vector<int64_t>& in_counts) {
+  all_to_all_v(out, out_counts, in, in_counts, true)->wait();
+}
+
+WorkPtr MpiCommunicator::all_to_all_v(const at::Tensor& out, const std::vector<int64_t>& out_counts,
+                                      const at::Tensor& in, const std::vector<int64_t>& in_counts,
+                                      bool caller_waits) {
+  const int64_t row = check_all_to_all_v(name(), size(), out, out_counts, in, in_counts);
+  check_cpu("all_to_all_v", name(), out, "out");
+  check_cpu("all_to_all_v", name(), in, "in");
+  record(CollectiveKind::AllToAll, static_cast<int64_t>(in.nbytes()));
+  std::vector<int64_t> to_member(in_counts.size());
+  for (std::size_t r = 0; r < in_counts.size(); ++r) to_member[r] = in_counts[r] * row;
+  record_sends(CollectiveKind::AllToAll, to_member, static_cast<int64_t>(in.element_size()));
+  const MpiMoveType mt = mpi_move_type(in.scalar_type());
+  // MPI's counts and displacements are int: the totals must fit, then every
+  // partial sum does too.
+  mpi_count(in.numel() * mt.units_per_element, "all_to_all_v", name());
+  mpi_count(out.numel() * mt.units_per_element, "all_to_all_v", name());
+  const int group_size = size();
+  auto send_counts = std::make_shared<std::vector<int>>(group_size);
+  auto send_displs = std::make_shared<std::vector<int>>(group_size);
+  auto recv_counts = std::make_shared<std::vector<int>>(group_size);
+  auto recv_displs = std::make_shared<std::vector<int>>(group_size);
+  const int64_t unit = row * mt.units_per_element;
+  int64_t send_at = 0, recv_at = 0;
+  for (int r = 0; r < group_size; ++r) {
+    (*send_counts)[r] = static_cast<int>(in_counts[r] * unit);
+    (*send_displs)[r] = static_cast<int>(send_at);
+    (*recv_counts)[r] = static_cast<int>(out_counts[r] * unit);
+    (*recv_displs)[r] = static_cast<int>(recv_at);
+    send_at += in_counts[r] * unit;
+    recv_at += out_counts[r] * unit;
+  }
+  MPI_Comm comm = comm_;
+  // Every rank takes part even with nothing to send or receive: the others'
+  // collective matches it.
+  auto blocking = [=] {
+    MPI_Alltoallv(in.data_ptr(), send_counts->data(), send_displs->data(), mt.type, out.data_ptr(),
+                  recv_counts->data(), recv_displs->data(), mt.type, comm);
+  };
+  return submit("all_to_all_v", caller_waits, blocking, [=](Progress& p) -> CommJob {
+    MPI_Request request;
+    MPI_Ialltoallv(in.data_ptr(), send_counts->data(), send_displs->data(), mt.type, out.data_ptr(),
+                   recv_counts->data(), recv_displs->data(), mt.type, comm, &request);
+    p.done_posting();
+    co_await p.wait(request);
+  });
+}
+
 WorkPtr MpiCommunicator::broadcast_async(const at::Tensor& tensor, int root) {
   return broadcast(tensor, root, false);
 }

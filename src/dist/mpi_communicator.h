@@ -34,6 +34,8 @@ class MpiCommunicator : public CommunicatorBase {
                                     ReduceOp op) override;
   WorkPtr all_reduce_async(const at::Tensor& tensor, ReduceOp op) override;
   WorkPtr all_to_all_async(const at::Tensor& out, const at::Tensor& in) override;
+  WorkPtr all_to_all_v_async(const at::Tensor& out, const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                             const std::vector<int64_t>& in_counts) override;
   WorkPtr broadcast_async(const at::Tensor& tensor, int root) override;
   WorkPtr barrier_async() override;
   WorkPtr ring_shift_async(const at::Tensor& out, const at::Tensor& in) override;
@@ -42,6 +44,8 @@ class MpiCommunicator : public CommunicatorBase {
   void reduce_scatter_from(const at::Tensor& out, const at::Tensor& in, ReduceOp op) override;
   void all_reduce(const at::Tensor& tensor, ReduceOp op) override;
   void all_to_all(const at::Tensor& out, const at::Tensor& in) override;
+  void all_to_all_v(const at::Tensor& out, const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                    const std::vector<int64_t>& in_counts) override;
   void broadcast(const at::Tensor& tensor, int root) override;
   void barrier() override;
 
@@ -54,6 +58,8 @@ class MpiCommunicator : public CommunicatorBase {
                          bool caller_waits);
   WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op, bool caller_waits);
   WorkPtr all_to_all(const at::Tensor& out, const at::Tensor& in, bool caller_waits);
+  WorkPtr all_to_all_v(const at::Tensor& out, const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                       const std::vector<int64_t>& in_counts, bool caller_waits);
   WorkPtr broadcast(const at::Tensor& tensor, int root, bool caller_waits);
   WorkPtr barrier(bool caller_waits);
 

@@ -35,6 +35,10 @@ WorkPtr ShapeOnlyCommunicator::all_reduce_async(const at::Tensor&, ReduceOp) { r
 WorkPtr ShapeOnlyCommunicator::all_to_all_async(const at::Tensor&, const at::Tensor&) {
   refuse(name(), "all_to_all");
 }
+WorkPtr ShapeOnlyCommunicator::all_to_all_v_async(const at::Tensor&, const std::vector<int64_t>&, const at::Tensor&,
+                                                  const std::vector<int64_t>&) {
+  refuse(name(), "all_to_all_v");
+}
 WorkPtr ShapeOnlyCommunicator::broadcast_async(const at::Tensor&, int) { refuse(name(), "broadcast"); }
 WorkPtr ShapeOnlyCommunicator::barrier_async() { refuse(name(), "barrier"); }
 WorkPtr ShapeOnlyCommunicator::ring_shift_async(const at::Tensor&, const at::Tensor&) {

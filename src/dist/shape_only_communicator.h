@@ -17,6 +17,8 @@ class ShapeOnlyCommunicator : public CommunicatorBase {
   WorkPtr reduce_scatter_from_async(const at::Tensor& out, const at::Tensor& in, ReduceOp op) override;
   WorkPtr all_reduce_async(const at::Tensor& tensor, ReduceOp op) override;
   WorkPtr all_to_all_async(const at::Tensor& out, const at::Tensor& in) override;
+  WorkPtr all_to_all_v_async(const at::Tensor& out, const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                             const std::vector<int64_t>& in_counts) override;
   WorkPtr broadcast_async(const at::Tensor& tensor, int root) override;
   WorkPtr barrier_async() override;
   WorkPtr ring_shift_async(const at::Tensor& out, const at::Tensor& in) override;

@@ -53,6 +53,14 @@ WorkPtr SingleProcessCommunicator::all_to_all_async(const at::Tensor& out, const
   return done();
 }
 
+WorkPtr SingleProcessCommunicator::all_to_all_v_async(const at::Tensor& out, const std::vector<int64_t>& out_counts,
+                                                      const at::Tensor& in, const std::vector<int64_t>& in_counts) {
+  check_all_to_all_v(name(), 1, out, out_counts, in, in_counts);
+  record(CollectiveKind::AllToAll, static_cast<int64_t>(in.nbytes()));
+  flat_copy(out, in);  // the one rank's rows go to itself
+  return done();
+}
+
 WorkPtr SingleProcessCommunicator::broadcast_async(const at::Tensor& tensor, int root) {
   check_broadcast(name(), 1, tensor, root);
   record(CollectiveKind::Broadcast, static_cast<int64_t>(tensor.nbytes()));

@@ -121,6 +121,53 @@ void check_all_to_all(const std::string& group, int size, const at::Tensor& out,
                group);
 }
 
+namespace {
+
+void check_row_counts(const std::string& group, int size, const at::Tensor& t, const std::vector<int64_t>& counts,
+                      const char* what) {
+  TESSEL_CHECK(static_cast<int64_t>(counts.size()) == size,
+               "all_to_all_v on group '{}': {}_counts has {} entries for group size {}; pass one row count per "
+               "group rank",
+               group, what, counts.size(), size);
+  int64_t rows = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    TESSEL_CHECK(counts[r] >= 0, "all_to_all_v on group '{}': {}_counts[{}] = {} is negative; counts are rows",
+                 group, what, r, counts[r]);
+    rows += counts[r];
+  }
+  TESSEL_CHECK(rows == t.size(0),
+               "all_to_all_v on group '{}': {}_counts add up to {} rows but {} has {} rows (dim 0); they must "
+               "match",
+               group, what, rows, what, t.size(0));
+}
+
+}  // namespace
+
+int64_t check_all_to_all_v(const std::string& group, int size, const at::Tensor& out,
+                           const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                           const std::vector<int64_t>& in_counts) {
+  check_tensor("all_to_all_v", group, out, "out");
+  check_tensor("all_to_all_v", group, in, "in");
+  check_same("all_to_all_v", group, out, in);
+  TESSEL_CHECK(out.dim() >= 1 && in.dim() >= 1,
+               "all_to_all_v on group '{}': out (sizes {}) and in (sizes {}) need a row dimension (dim 0); "
+               "pass at least 1-d tensors",
+               group, c10::str(out.sizes()), c10::str(in.sizes()));
+  TESSEL_CHECK(out.sizes().slice(1) == in.sizes().slice(1),
+               "all_to_all_v on group '{}': out rows (sizes {}) and in rows (sizes {}) differ past dim 0; rows "
+               "must have one shape",
+               group, c10::str(out.sizes()), c10::str(in.sizes()));
+  check_row_counts(group, size, out, out_counts, "out");
+  check_row_counts(group, size, in, in_counts, "in");
+  TESSEL_CHECK(!bytes_overlap(out, in),
+               "all_to_all_v on group '{}': out and in share memory; all_to_all_v is not in place, pass a "
+               "separate out tensor",
+               group);
+  int64_t row = 1;
+  for (int64_t d = 1; d < in.dim(); ++d) row *= in.size(d);
+  return row;
+}
+
 void check_ring_shift(const std::string& group, const at::Tensor& out, const at::Tensor& in) {
   check_tensor("ring_shift", group, out, "out");
   check_tensor("ring_shift", group, in, "in");

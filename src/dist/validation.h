@@ -26,6 +26,10 @@ void check_reduce_scatter(const std::string& group, int size, const at::Tensor& 
 void check_all_reduce(const std::string& group, const at::Tensor& tensor);
 void check_all_to_all(const std::string& group, int size, const at::Tensor& out,
                       const at::Tensor& in);
+// Returns the elements of one row (sizes past dim 0).
+int64_t check_all_to_all_v(const std::string& group, int size, const at::Tensor& out,
+                           const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                           const std::vector<int64_t>& in_counts);
 void check_ring_shift(const std::string& group, const at::Tensor& out, const at::Tensor& in);
 void check_broadcast(const std::string& group, int size, const at::Tensor& tensor, int root);
 // The MPI backend moves host memory only.

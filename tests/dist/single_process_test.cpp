@@ -51,6 +51,9 @@ TEST_P(SingleProcess, AllToAllAndBroadcast) {
   at::Tensor out = at::zeros_like(in);
   comm.all_to_all(out, in);
   EXPECT_TRUE(at::equal(out, in));
+  at::Tensor rows = at::zeros({4, 2}, in.options());
+  comm.all_to_all_v(rows, {4}, in.view({4, 2}), {4});
+  EXPECT_TRUE(at::equal(rows.view(-1), in));
   at::Tensor b = in.clone();
   comm.broadcast(b, 0);
   EXPECT_TRUE(at::equal(b, in));

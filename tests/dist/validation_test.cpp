@@ -83,6 +83,27 @@ TEST(Validation, AllToAllSplitsAndAliasing) {
   EXPECT_THAT(error_of([&] { check_all_to_all("g", 2, t, t); }), HasSubstr("share memory"));
 }
 
+TEST(Validation, AllToAllVCountsAndRows) {
+  const std::vector<int64_t> two_one = {2, 1};
+  EXPECT_THAT(error_of([&] { check_all_to_all_v("g", 3, at::zeros({3, 2}), two_one, at::zeros({3, 2}), two_one); }),
+              AllOf(HasSubstr("all_to_all_v"), HasSubstr("out_counts has 2 entries for group size 3")));
+  EXPECT_THAT(error_of([&] {
+                check_all_to_all_v("g", 2, at::zeros({3, 2}), two_one, at::zeros({4, 2}), two_one);
+              }),
+              AllOf(HasSubstr("in_counts add up to 3 rows"), HasSubstr("in has 4 rows")));
+  EXPECT_THAT(error_of([&] {
+                check_all_to_all_v("g", 2, at::zeros({3, 2}), two_one, at::zeros({3, 2}), {4, -1});
+              }),
+              HasSubstr("in_counts[1] = -1 is negative"));
+  EXPECT_THAT(error_of([&] {
+                check_all_to_all_v("g", 2, at::zeros({3, 5}), two_one, at::zeros({3, 2}), two_one);
+              }),
+              HasSubstr("differ past dim 0"));
+  at::Tensor t = at::zeros({3, 2});
+  EXPECT_THAT(error_of([&] { check_all_to_all_v("g", 2, t, two_one, t, two_one); }), HasSubstr("share memory"));
+  EXPECT_EQ(check_all_to_all_v("g", 2, at::zeros({0, 2, 3}), {0, 0}, at::zeros({3, 2, 3}), two_one), 6);
+}
+
 TEST(Validation, AllGatherInPlaceOnlyAtOwnSlot) {
   at::Tensor out = at::zeros({8});
   check_all_gather("g", 2, 1, out, out.narrow(0, 4, 4));  // rank 1's slot: fine
