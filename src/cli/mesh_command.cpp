@@ -39,11 +39,38 @@ std::string rank_list(const std::vector<int>& ranks) {
   return fmt::format("{{{}}}", fmt::join(ranks, ","));
 }
 
+// The dense dims along which the members of one group of `name` differ: how
+// a MoE-mesh group sits in the dense mesh (every group of a name spans the same dims).
+std::vector<std::string> dense_dims_spanned(const dist::MeshLayout& layout, const std::string& name) {
+  const std::vector<int> members = layout.groups(name).front();
+  std::vector<std::string> dims;
+  for (int d = 0; d < dist::kNumMeshDims; ++d) {
+    for (int m : members) {
+      if (layout.coordinate(m)[d] != layout.coordinate(members.front())[d]) {
+        dims.emplace_back(dist::to_string(static_cast<dist::MeshDim>(d)));
+        break;
+      }
+    }
+  }
+  return dims;
+}
+
+std::string spanned_text(const std::vector<std::string>& dims) {
+  return dims.empty() ? std::string("no dense dim (one rank)") : fmt::format("{}", fmt::join(dims, ", "));
+}
+
 void print_text(const dist::MeshLayout& layout, const std::string& config_path) {
   std::printf("config: %s\n", config_path.c_str());
   std::printf("mesh:   %s\n", layout.describe().c_str());
-  std::printf("dp_size %d  (world %d / (tp %d * cp %d * ep %d))\n\n", layout.dp_size(),
-              layout.world_size(), layout.sizes().tp, layout.sizes().cp, layout.sizes().ep);
+  std::printf("moe:    %s\n", layout.describe_moe().c_str());
+  std::printf("dp_size %d  (world %d / (tp %d * cp %d): the batch split)\n", layout.dp_size(), layout.world_size(),
+              layout.sizes().tp, layout.sizes().cp);
+  std::printf("seed dp_size %d  (world %d / (tp %d * cp %d * ep %d): dp_replicate_size divides it)\n",
+              layout.seed_dp_size(), layout.world_size(), layout.sizes().tp, layout.sizes().cp, layout.sizes().ep);
+  std::printf("ep groups span %s; ep_shard groups span %s (experts split over ep, FSDP-sharded over "
+              "ep_shard; dense parameters over dp_shard_cp)\n\n",
+              spanned_text(dense_dims_spanned(layout, "ep")).c_str(),
+              spanned_text(dense_dims_spanned(layout, "ep_shard")).c_str());
   std::printf("%-13s %5s\n", "dim", "size");
   for (int d = 0; d < dist::kNumMeshDims; ++d) {
     const auto dim = static_cast<dist::MeshDim>(d);
@@ -65,6 +92,7 @@ void print_json(const dist::MeshLayout& layout, const std::string& config_path,
   out["config"] = config_path;
   out["world_size"] = layout.world_size();
   out["dp_size"] = layout.dp_size();
+  out["seed_dp_size"] = layout.seed_dp_size();
   nlohmann::ordered_json dims;
   for (int d = 0; d < dist::kNumMeshDims; ++d) {
     const auto dim = static_cast<dist::MeshDim>(d);
@@ -76,6 +104,10 @@ void print_json(const dist::MeshLayout& layout, const std::string& config_path,
     groups[spec.name] = layout.groups(spec.name);
   }
   out["groups"] = groups;
+  out["moe"] = {{"ep", layout.ep()},
+                {"ep_shard", layout.ep_shard()},
+                {"ep_spans", dense_dims_spanned(layout, "ep")},
+                {"ep_shard_spans", dense_dims_spanned(layout, "ep_shard")}};
   if (split) out["context_parallel"] = to_json(*split);
   std::printf("%s\n", out.dump().c_str());
 }
@@ -110,7 +142,7 @@ void add_mesh_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "mesh",
       "Validate a parallel layout and print the device mesh: the size of every dim and the "
-      "ranks of every group (tp, cp, dp_replicate, dp_shard, dp_shard_cp, dp, dp_cp). Needs no "
+      "ranks of every group (tp, cp, dp_replicate, dp_shard, dp_shard_cp, dp, dp_cp, and the MoE mesh's ep_shard, ep). Needs no "
       "MPI. Without CONFIG, uses examples/configs/sft.yaml of the source tree (found via "
       "$TESSEL_SOURCE_DIR, the current directory or the binary's location, searching upward).");
   cmd->add_option("config_and_overrides", args->positional,

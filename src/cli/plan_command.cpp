@@ -31,6 +31,7 @@
 #include "cli/layer_groups.h"
 #include "cli/machine_probe.h"
 #include "cli/mesh_sizes_from_config.h"
+#include "parallel/expert_parallel_check.h"
 #include "cli/step_prediction.h"
 #include "cli/traffic_model.h"
 #include "config/loader.h"
@@ -187,6 +188,12 @@ void run_plan(const PlanArgs& args) {
   const dist::MeshLayout layout(mesh_sizes_from(par, world));
   const std::string model_name = cfg.get<std::string>("policy.model_name");
   const models::ModelConfig model_config = model_config_of(model_name);
+  parallel::check_expert_parallel(layout.ep(), model_config);
+  if (layout.ep() > 1) {
+    throw UsageError(fmt::format("policy.dtensor_cfg.expert_parallel_size={}: tessel plan does not model expert "
+                                 "parallelism's per-rank bytes yet; plan with expert_parallel_size=1",
+                                 layout.ep()));
+  }
 
   parallel::ResolveOptions ro;
   ro.vocab_parallel_loss = true;  // the trainer's loss consumes vocab-sharded logits

@@ -48,13 +48,6 @@ void validate(const MeshSizes& s) {
                                  "(typically cluster.num_nodes)",
                                  s.dp_replicate));
   }
-  if (s.ep > 1) {
-    throw UsageError(fmt::format("policy.dtensor_cfg.expert_parallel_size={} is not supported: "
-                                 "expert parallelism is not built yet. mixture-of-experts models "
-                                 "(Qwen3MoeForCausalLM, MixtralForCausalLM) train with their experts "
-                                 "FSDP-sharded like every other parameter; set expert_parallel_size=1",
-                                 s.ep));
-  }
   const int model_parallel = s.tp * s.cp * s.ep;
   if (s.world_size % model_parallel != 0) {
     throw UsageError(fmt::format(
@@ -121,6 +114,8 @@ const std::vector<MeshGroupSpec>& MeshLayout::group_specs() {
       {"dp_shard_cp", {D::DpShard, D::Cp}},
       {"dp", {D::DpReplicate, D::DpShard}},
       {"dp_cp", {D::DpReplicate, D::DpShard, D::Cp}},
+      {"ep_shard", {}, MeshGroupKind::ExpertShard},
+      {"ep", {}, MeshGroupKind::Expert},
   };
   return specs;
 }
@@ -137,11 +132,16 @@ const MeshGroupSpec& MeshLayout::group_spec(std::string_view name) {
 
 MeshLayout::MeshLayout(const MeshSizes& sizes) : sizes_(sizes) {
   validate(sizes);
-  const int dp_size = sizes.world_size / (sizes.tp * sizes.cp * sizes.ep);
-  dims_ = {sizes.dp_replicate, dp_size / sizes.dp_replicate, sizes.cp, sizes.tp};
+  const int dense_dp = sizes.world_size / (sizes.tp * sizes.cp);
+  dims_ = {sizes.dp_replicate, dense_dp / sizes.dp_replicate, sizes.cp, sizes.tp};
 }
 
 int MeshLayout::size(std::string_view group) const {
+  switch (group_spec(group).kind) {
+    case MeshGroupKind::Expert: return ep();
+    case MeshGroupKind::ExpertShard: return ep_shard();
+    case MeshGroupKind::Dense: break;
+  }
   int n = 1;
   for (MeshDim d : group_spec(group).dims) n *= dim_size(d);
   return n;
@@ -191,7 +191,20 @@ void set_over(std::array<int, kNumMeshDims>& coord, const std::array<int, kNumMe
 }  // namespace
 
 std::vector<std::vector<int>> MeshLayout::groups(std::string_view group) const {
-  const auto& inner = group_spec(group).dims;
+  const MeshGroupSpec& spec = group_spec(group);
+  if (spec.kind != MeshGroupKind::Dense) {
+    // The flat rank is the world rank (the dense order is row-major too).
+    std::vector<std::vector<int>> result;
+    const bool expert = spec.kind == MeshGroupKind::Expert;
+    const int num_groups = expert ? ep_shard() : ep();
+    for (int g = 0; g < num_groups; ++g) {
+      std::vector<int> members;
+      for (int m = 0; m < size(group); ++m) members.push_back(expert ? g * ep() + m : m * ep() + g);
+      result.push_back(std::move(members));
+    }
+    return result;
+  }
+  const auto& inner = spec.dims;
   const auto outer = other_dims(inner);
   const int group_size = size(group);
   const int num_groups = world_size() / group_size;
@@ -209,16 +222,30 @@ std::vector<std::vector<int>> MeshLayout::groups(std::string_view group) const {
 }
 
 int MeshLayout::group_index(std::string_view group, int rank) const {
+  switch (group_spec(group).kind) {
+    case MeshGroupKind::Expert: check_rank(rank); return rank / ep();
+    case MeshGroupKind::ExpertShard: check_rank(rank); return rank % ep();
+    case MeshGroupKind::Dense: break;
+  }
   return index_over(coordinate(rank), dims_, other_dims(group_spec(group).dims));
 }
 
 int MeshLayout::rank_in_group(std::string_view group, int rank) const {
+  switch (group_spec(group).kind) {
+    case MeshGroupKind::Expert: check_rank(rank); return rank % ep();
+    case MeshGroupKind::ExpertShard: check_rank(rank); return rank / ep();
+    case MeshGroupKind::Dense: break;
+  }
   return index_over(coordinate(rank), dims_, group_spec(group).dims);
 }
 
 std::string MeshLayout::describe() const {
   return fmt::format("dp_replicate={} x dp_shard={} x cp={} x tp={} (world {})", dims_[0],
                      dims_[1], dims_[2], dims_[3], world_size());
+}
+
+std::string MeshLayout::describe_moe() const {
+  return fmt::format("ep_shard={} x ep={} over the flattened (dp_replicate, dp_shard, cp, tp)", ep_shard(), ep());
 }
 
 std::vector<std::string> validate_model_for_mesh(int num_heads, int num_kv_heads, int tp,

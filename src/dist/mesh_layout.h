@@ -8,6 +8,23 @@
 //   dp_shard_cp = dp_shard x cp      parameter sharding (FSDP) group
 //   dp          = dp_replicate x dp_shard   the batch split
 //   dp_cp       = dp_replicate x dp_shard x cp   loss normalisation
+// The dense dims cover every rank: dp_shard = world / (dp_replicate * cp * tp),
+// whatever ep is, because expert parallelism does not take ranks away from
+// the dense part (the ranks of an ep group hold different tokens and the same
+// dense parameters).
+//
+// The MoE mesh (SPEC 2, as torchtitan / NeMo Automodel carve it) is a second
+// view of the same ranks: the world flattened in the dense row-major order
+// (dp_replicate, dp_shard, cp, tp) and split into (ep_shard, ep), ep fastest:
+//   ep        consecutive flat ranks [k*ep, (k+1)*ep): the experts of each
+//             MoE layer split over it, tokens move inside it by all-to-all
+//   ep_shard  flat ranks with the same position in their ep group: they hold
+//             the same experts and FSDP-shard them
+// With ep = 1, ep is each rank alone and ep_shard is the world.
+// The seed's dp_size = world / (tp * cp * ep) is the number of ep groups per
+// (cp, tp) coordinate; it stays the quantity dp_replicate_size is checked
+// against (divides it, smaller than it), so every dp_replicate slice holds
+// whole ep groups and an ep group never spans two replicas.
 // Construction validates the sizes and throws tessel::UsageError naming the
 // offending values and the fix.
 #pragma once
@@ -25,7 +42,7 @@ struct MeshSizes {
   int dp_replicate = 1;  // policy.dtensor_cfg.dp_replicate_size (1: no HSDP)
   int cp = 1;            // policy.dtensor_cfg.context_parallel_size
   int tp = 1;            // policy.dtensor_cfg.tensor_parallel_size
-  int ep = 1;            // policy.dtensor_cfg.expert_parallel_size (MoE: not yet)
+  int ep = 1;            // policy.dtensor_cfg.expert_parallel_size (MoE models only)
   bool v2 = true;        // policy.dtensor_cfg._v2 (HSDP needs it)
 };
 
@@ -34,10 +51,16 @@ enum class MeshDim { DpReplicate = 0, DpShard = 1, Cp = 2, Tp = 3 };
 constexpr int kNumMeshDims = 4;
 const char* to_string(MeshDim dim);
 
-// A named group: which dims it spans (in row-major order).
+// Which mesh a named group belongs to: the dense dims, or one of the two
+// dims of the MoE mesh (ep_shard x ep over the flattened ranks).
+enum class MeshGroupKind { Dense, ExpertShard, Expert };
+
+// A named group: which dims it spans (in row-major order; empty for the MoE
+// mesh's groups, which cut the flattened ranks instead).
 struct MeshGroupSpec {
   std::string name;
   std::vector<MeshDim> dims;
+  MeshGroupKind kind = MeshGroupKind::Dense;
 };
 
 class MeshLayout {
@@ -46,15 +69,21 @@ class MeshLayout {
   explicit MeshLayout(const MeshSizes& sizes);
 
   // The named groups in the order DeviceMesh creates them (every rank must
-  // split in the same order): tp, cp, dp_replicate, dp_shard, dp_shard_cp, dp, dp_cp.
+  // split in the same order): tp, cp, dp_replicate, dp_shard, dp_shard_cp, dp,
+  // dp_cp, then the MoE mesh's ep_shard and ep.
   static const std::vector<MeshGroupSpec>& group_specs();
   // Throws UsageError listing the valid names for an unknown one.
   static const MeshGroupSpec& group_spec(std::string_view name);
 
   const MeshSizes& sizes() const { return sizes_; }
   int world_size() const { return sizes_.world_size; }
-  // world / (tp * cp * ep): the data-parallel degree (replicate x shard).
+  // world / (tp * cp): the dense data-parallel degree (replicate x shard),
+  // how many ways the batch splits.
   int dp_size() const { return dims_[0] * dims_[1]; }
+  // The seed's world / (tp * cp * ep), which dp_replicate_size is checked against.
+  int seed_dp_size() const { return sizes_.world_size / (sizes_.tp * sizes_.cp * sizes_.ep); }
+  int ep() const { return sizes_.ep; }
+  int ep_shard() const { return sizes_.world_size / sizes_.ep; }
   int dim_size(MeshDim dim) const { return dims_[static_cast<int>(dim)]; }
   // {dp_replicate, dp_shard, cp, tp}
   const std::array<int, kNumMeshDims>& dims() const { return dims_; }
@@ -73,6 +102,8 @@ class MeshLayout {
 
   // "dp_replicate=2 x dp_shard=4 x cp=1 x tp=2 (world 16)"
   std::string describe() const;
+  // "ep_shard=8 x ep=2 over the flattened (dp_replicate, dp_shard, cp, tp)"
+  std::string describe_moe() const;
 
  private:
   int rank_of(const std::array<int, kNumMeshDims>& coord) const;

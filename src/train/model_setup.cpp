@@ -15,6 +15,7 @@
 #include "models/registry.h"
 #include "train/shard_loading.h"
 #include "parallel/context_parallel.h"
+#include "parallel/expert_parallel_check.h"
 #include "parallel/head_split.h"
 #include "parallel/parallelize.h"
 #include "parallel/resolve.h"
@@ -137,6 +138,12 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
                                  "context parallelism over MoE models is not built yet; set "
                                  "policy.dtensor_cfg.context_parallel_size=1",
                                  mesh.layout().dim_size(dist::MeshDim::Cp), config.architecture));
+  }
+  parallel::check_expert_parallel(mesh.layout().ep(), config);
+  if (mesh.layout().ep() > 1) {
+    throw UsageError(fmt::format("policy.dtensor_cfg.expert_parallel_size={}: the MoE mesh is built, but training "
+                                 "with experts split over it is not yet; set expert_parallel_size=1",
+                                 mesh.layout().ep()));
   }
   parallel::ParamRegistry tp_params;
   if (tp_group->size() > 1) {

@@ -164,6 +164,33 @@ TEST(MeshCli, NodePictureOnlyForSeveralNodesThatSplitTheWorld) {
   EXPECT_THAT(r.output, Not(HasSubstr("node 0")));
 }
 
+// Expert parallel 2 with HSDP 2 over 8 ranks: the dense mesh keeps every rank
+// (dp_shard 4), the MoE mesh pairs consecutive ranks, and the text says how
+// the two relate.
+TEST(MeshCli, ExpertParallelPrintsBothMeshes) {
+  Result r = run_tessel("mesh --world 8 policy.dtensor_cfg.expert_parallel_size=2 "
+                        "policy.dtensor_cfg.dp_replicate_size=2 --json",
+                        /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["dp_size"], 8);
+  EXPECT_EQ(j["seed_dp_size"], 4);
+  EXPECT_EQ(j["dims"]["dp_shard"], 4);
+  EXPECT_EQ(j["moe"]["ep"], 2);
+  EXPECT_EQ(j["moe"]["ep_shard"], 4);
+  EXPECT_EQ(j["moe"]["ep_spans"].get<std::vector<std::string>>(), (std::vector<std::string>{"dp_shard"}));
+  EXPECT_EQ(j["moe"]["ep_shard_spans"].get<std::vector<std::string>>(),
+            (std::vector<std::string>{"dp_replicate", "dp_shard"}));
+  EXPECT_EQ(j["groups"]["ep"].get<Groups>(), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(j["groups"]["ep_shard"].get<Groups>(), (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}}));
+  r = run_tessel("mesh --world 8 policy.dtensor_cfg.expert_parallel_size=2 policy.dtensor_cfg.dp_replicate_size=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("moe:    ep_shard=4 x ep=2"));
+  EXPECT_THAT(r.output, HasSubstr("seed dp_size 4  (world 8 / (tp 1 * cp 1 * ep 2)"));
+  EXPECT_THAT(r.output, HasSubstr("ep groups span dp_shard; ep_shard groups span dp_replicate, dp_shard"));
+  EXPECT_THAT(r.output, HasSubstr("{0,2,4,6} {1,3,5,7}"));
+}
+
 struct InvalidCli {
   std::string args;
   std::vector<std::string> message_parts;
@@ -180,8 +207,8 @@ TEST(MeshCli, InvalidLayoutsExit2WithMessage) {
       {"mesh --world 16 policy.dtensor_cfg.dp_replicate_size=2 policy.dtensor_cfg._v2=false",
        {"HSDP only works on the DTensor v2 backend", "_v2=true"}},
       {"mesh --world 6 policy.dtensor_cfg.tensor_parallel_size=4", {"world size 6", "= 4"}},
-      {"mesh --world 8 policy.dtensor_cfg.expert_parallel_size=2",
-       {"expert_parallel_size=2", "mixture-of-experts"}},
+      {"mesh --world 6 policy.dtensor_cfg.expert_parallel_size=4 policy.dtensor_cfg.dp_replicate_size=1",
+       {"world size 6", "expert_parallel_size=4"}},
       {"mesh --world 0", {"world size 0"}},
       {"mesh --world 4 policy.dtensor_cfg.tensor_parallel_sise=2", {"tensor_parallel_sise"}},
   };

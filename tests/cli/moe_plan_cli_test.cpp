@@ -53,7 +53,17 @@ TEST(MoePlanCli, TensorAndExpertParallelismAreRefused) {
   EXPECT_THAT(r.output, HasSubstr("tensor_parallel_size=1"));
   r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.expert_parallel_size=2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("expert parallelism is not built yet"));
+  EXPECT_THAT(r.output, HasSubstr("does not model expert parallelism"));
+  r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.expert_parallel_size=3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("world size 4 is not divisible"));
+  r = run_tessel("plan --world 6 " + kMixtral + " policy.dtensor_cfg.expert_parallel_size=3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("8 experts of MixtralForCausalLM do not split evenly over 3 ranks"));
+  EXPECT_THAT(r.output, HasSubstr("{1, 2, 4, 8}"));
+  r = run_tessel("plan --world 4 policy.model_name=tiny-llama policy.dtensor_cfg.expert_parallel_size=2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("needs a mixture-of-experts model"));
 }
 
 }  // namespace
