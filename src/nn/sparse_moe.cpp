@@ -8,6 +8,14 @@
 
 namespace tessel::nn {
 
+Routing route_tokens(const at::Tensor& router_logits, int64_t top_k, bool normalize_top_k, at::ScalarType dtype) {
+  // The probabilities in float32 whatever the activation dtype (as HF).
+  const at::Tensor probs = at::softmax(router_logits, -1, at::kFloat);
+  auto [weights, chosen] = at::topk(probs, top_k, -1);  // [N, k] each
+  if (normalize_top_k) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  return {weights.to(dtype), chosen};
+}
+
 SparseMoeBlock::SparseMoeBlock(const SparseMoeOptions& o, const at::TensorOptions& t)
     : Module("SparseMoeBlock"), options_(o) {
   TESSEL_CHECK(o.num_experts > 0 && o.top_k > 0 && o.top_k <= o.num_experts,
@@ -28,11 +36,7 @@ Tensors SparseMoeBlock::forward(const Tensors& inputs) {
   const at::Tensor tokens = x.reshape({-1, H});  // [N, H]
   const at::Tensor router_logits = gate_->call(tokens);  // [N, E]
 
-  // The probabilities in float32 whatever the activation dtype (as HF).
-  const at::Tensor probs = at::softmax(router_logits, -1, at::kFloat);
-  auto [weights, chosen] = at::topk(probs, k, -1);  // [N, k] each
-  if (options_.normalize_top_k) weights = weights / weights.sum(-1, /*keepdim=*/true);
-  weights = weights.to(x.scalar_type());
+  const auto [weights, chosen] = route_tokens(router_logits, k, options_.normalize_top_k, x.scalar_type());
 
   // Sort the N*k (token, slot) assignments by expert: expert e's tokens are
   // then one contiguous run of `order`. One host sync for the run lengths.

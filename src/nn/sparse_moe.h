@@ -33,6 +33,14 @@
 
 namespace tessel::nn {
 
+// HF's routing of router logits [N, E]: {weights [N, k] in `dtype`, chosen
+// expert ids [N, k]}.
+struct Routing {
+  at::Tensor weights;
+  at::Tensor chosen;
+};
+Routing route_tokens(const at::Tensor& router_logits, int64_t top_k, bool normalize_top_k, at::ScalarType dtype);
+
 struct SparseMoeOptions {
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;  // of one expert
