@@ -151,6 +151,12 @@ void ModuleList::push_back(std::shared_ptr<Module> module) {
   items_.push_back(std::move(module));
 }
 
+void ModuleList::push_back(std::shared_ptr<Module> module, const std::string& name) {
+  TESSEL_CHECK(module != nullptr, "ModuleList::push_back of a null module");
+  register_module(name, module);
+  items_.push_back(std::move(module));
+}
+
 Tensors ModuleList::forward(const Tensors&) {
   throw Error(fmt::format("ModuleList {} is a container: call its items, not the list",
                           describe(*this)));

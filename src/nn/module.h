@@ -136,6 +136,9 @@ class ModuleList : public Module {
  public:
   ModuleList() : Module("ModuleList") {}
   void push_back(std::shared_ptr<Module> module);
+  // Registered under `name` instead of its position (a list holding some of
+  // another list's items under their original names: expert parallelism).
+  void push_back(std::shared_ptr<Module> module, const std::string& name);
   std::size_t size() const { return items_.size(); }
   const std::shared_ptr<Module>& operator[](std::size_t i) const { return items_.at(i); }
   const std::vector<std::shared_ptr<Module>>& items() const { return items_; }

@@ -29,6 +29,21 @@ SparseMoeBlock::SparseMoeBlock(const SparseMoeOptions& o, const at::TensorOption
   }
 }
 
+void SparseMoeBlock::keep_experts(int64_t first, int64_t count, ExpertDispatch dispatch) {
+  TESSEL_CHECK(!dispatch_, "SparseMoeBlock {}: keep_experts was already applied", path());
+  TESSEL_CHECK(first >= 0 && count > 0 && first + count <= options_.num_experts,
+               "SparseMoeBlock {}: experts [{}, {}) are not within the {} experts", path(), first, first + count,
+               options_.num_experts);
+  auto kept = std::make_shared<ModuleList>();
+  for (int64_t e = first; e < first + count; ++e) {
+    kept->push_back((*experts_)[static_cast<std::size_t>(e)], std::to_string(e));
+  }
+  unregister_module("experts");
+  experts_ = register_module("experts", kept);
+  first_expert_ = first;
+  dispatch_ = std::move(dispatch);
+}
+
 Tensors SparseMoeBlock::forward(const Tensors& inputs) {
   TESSEL_CHECK(inputs.size() == 1, "SparseMoeBlock {} takes one input, got {}", path(), inputs.size());
   const at::Tensor& x = inputs[0];
@@ -36,7 +51,15 @@ Tensors SparseMoeBlock::forward(const Tensors& inputs) {
   const at::Tensor tokens = x.reshape({-1, H});  // [N, H]
   const at::Tensor router_logits = gate_->call(tokens);  // [N, E]
 
-  const auto [weights, chosen] = route_tokens(router_logits, k, options_.normalize_top_k, x.scalar_type());
+  const Routing routing = route_tokens(router_logits, k, options_.normalize_top_k, x.scalar_type());
+  if (dispatch_) {
+    const at::Tensor out = dispatch_(tokens, routing, [this](int64_t local, const at::Tensor& rows) {
+      return (*experts_)[static_cast<std::size_t>(local)]->call(rows);
+    });
+    return {out.view(x.sizes()), router_logits};
+  }
+  const at::Tensor& weights = routing.weights;
+  const at::Tensor& chosen = routing.chosen;
 
   // Sort the N*k (token, slot) assignments by expert: expert e's tokens are
   // then one contiguous run of `order`. One host sync for the run lengths.

@@ -25,6 +25,7 @@
 #include <c10/core/TensorOptions.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "nn/linear.h"
@@ -51,12 +52,24 @@ struct SparseMoeOptions {
   GatedMLPNames expert_names;
 };
 
+// Runs the experts of a block whose experts are split over ranks (expert
+// parallelism, parallel/expert_parallel.h): given the tokens [N, H], the
+// routing and a way to run local expert i on rows, returns the combined output [N, H].
+using ExpertDispatch = std::function<at::Tensor(const at::Tensor& tokens, const Routing& routing,
+                                                const std::function<at::Tensor(int64_t, const at::Tensor&)>& run_local)>;
+
 class SparseMoeBlock : public Module {
  public:
   SparseMoeBlock(const SparseMoeOptions& options, const at::TensorOptions& tensor_options);
   const SparseMoeOptions& options() const { return options_; }
   const std::shared_ptr<Linear>& gate() const { return gate_; }
+  // The experts this block holds: all of them, or after keep_experts() the
+  // local ones, registered under their global index (experts.{e}).
   const std::shared_ptr<ModuleList>& experts() const { return experts_; }
+  // Keeps experts [first, first + count) only (the others are dropped, never
+  // materialised on this rank) and routes through `dispatch` from then on.
+  void keep_experts(int64_t first, int64_t count, ExpertDispatch dispatch);
+  int64_t first_local_expert() const { return first_expert_; }
 
  protected:
   // {x [B, T, H]} -> {out [B, T, H], router_logits [B*T, num_experts]}
@@ -66,6 +79,8 @@ class SparseMoeBlock : public Module {
   SparseMoeOptions options_;
   std::shared_ptr<Linear> gate_;
   std::shared_ptr<ModuleList> experts_;
+  int64_t first_expert_ = 0;
+  ExpertDispatch dispatch_;  // null: every expert is local
 };
 
 }  // namespace tessel::nn

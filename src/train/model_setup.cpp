@@ -15,6 +15,7 @@
 #include "models/registry.h"
 #include "train/shard_loading.h"
 #include "parallel/context_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/expert_parallel_check.h"
 #include "parallel/head_split.h"
 #include "parallel/parallelize.h"
@@ -41,10 +42,18 @@ std::vector<int64_t> ShardedModel::global_shape(const std::string& name, const s
 std::vector<optim::GradShardSet> ShardedModel::grad_sets() const {
   optim::GradShardSet sharded{{}, {fsdp_group, tp_group}};
   optim::GradShardSet whole{{}, {fsdp_group}};
+  // An expert's rows partition over ep_shard, the experts over ep: every
+  // expert element once in the world.
+  optim::GradShardSet experts{{}, {ep_shard_group, ep_group}};
   for (size_t i = 0; i < params.size(); ++i) {
-    (tp_sharded(param_names[i]) ? sharded : whole).grads.push_back(params[i].grad());
+    if (expert_params.contains(param_names[i])) {
+      experts.grads.push_back(params[i].grad());
+    } else {
+      (tp_sharded(param_names[i]) ? sharded : whole).grads.push_back(params[i].grad());
+    }
   }
-  return {sharded, whole};
+  if (!ep_group) return {sharded, whole};
+  return {sharded, whole, experts};
 }
 
 int64_t global_parameter_count(const ShardedModel& model) {
@@ -140,10 +149,13 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
                                  mesh.layout().dim_size(dist::MeshDim::Cp), config.architecture));
   }
   parallel::check_expert_parallel(mesh.layout().ep(), config);
-  if (mesh.layout().ep() > 1) {
-    throw UsageError(fmt::format("policy.dtensor_cfg.expert_parallel_size={}: the MoE mesh is built, but training "
-                                 "with experts split over it is not yet; set expert_parallel_size=1",
-                                 mesh.layout().ep()));
+  const bool expert_parallel = mesh.layout().ep() > 1;
+  std::vector<std::string> other_ranks_params;
+  std::shared_ptr<parallel::ExpertDispatchStats> ep_stats;
+  if (expert_parallel) {
+    // Before anything is materialised: the other ranks' experts never are here.
+    ep_stats = std::make_shared<parallel::ExpertDispatchStats>();
+    other_ranks_params = parallel::apply_expert_parallel(*model, mesh.group("ep"), ep_stats);
   }
   parallel::ParamRegistry tp_params;
   if (tp_group->size() > 1) {
@@ -169,8 +181,19 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
     fsdp_options.mp_policy.param_dtype = at::kHalf;
     fsdp_options.mp_policy.reduce_dtype = at::kFloat;
   }
+  // Under expert parallelism each expert is a group of its own over
+  // ep_shard (the ranks holding the same experts), applied before its layer
+  // so the layer's group takes only the dense rest. Gradients are SUMs, as
+  // for the dense groups: the loss is normalised by the global token count.
+  fsdp::FSDPMesh expert_mesh(mesh.group("ep_shard"));
+  expert_mesh.set_gradient_divide_factor(1);
   for (const auto& layer : model->decoder_layers()) {
     if (options.activation_checkpointing) layer->set_activation_checkpointing(true);
+    if (expert_parallel) {
+      for (const auto& block : parallel::sparse_moe_blocks(*layer)) {
+        for (const auto& expert : block->experts()->items()) fsdp::fully_shard(*expert, expert_mesh, fsdp_options);
+      }
+    }
     fsdp::fully_shard(*layer, fsdp_mesh, fsdp_options);
   }
   // An untied lm_head is a group of its own: its gradients are the first
@@ -186,12 +209,19 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
   ShardedModel out{model,           fsdp::fully_shard(*model, fsdp_mesh, fsdp_options), {}, {},
                    fsdp_mesh.shard(), tp_group, std::move(tp_params)};
   out.ring_stats = std::move(ring_stats);
+  out.expert_stats = std::move(ep_stats);
+  out.other_ranks_params = {other_ranks_params.begin(), other_ranks_params.end()};
+  if (expert_parallel) {
+    out.ep_group = mesh.group("ep");
+    out.ep_shard_group = mesh.group("ep_shard");
+  }
   out.accumulation = parallelism.accumulate_unsharded_grads ? GradAccumulation::UnshardedUntilLast
                                                             : GradAccumulation::ReduceScatterEach;
   for (const auto& item : model->named_parameters()) {
     if (!item.value().requires_grad()) continue;
     out.params.push_back(item.value());
     out.param_names.push_back(item.key());
+    if (expert_parallel && item.key().find(".experts.") != std::string::npos) out.expert_params.insert(item.key());
   }
   return out;
 }

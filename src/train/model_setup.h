@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "models/init.h"
 #include "optim/grad_norm.h"
 #include "parallel/param_registry.h"
+#include "parallel/expert_dispatch.h"
 #include "parallel/ring_attention.h"
 #include "tensor/shard_spec.h"
 #include "train/train_options.h"
@@ -64,6 +66,16 @@ struct ShardedModel {
   // Context parallelism (cp > 1): the ring attention's time and bytes
   // (null without it).
   std::shared_ptr<parallel::RingAttentionStats> ring_stats = nullptr;
+  // Expert parallelism (ep > 1; all null / empty without it): the groups the
+  // experts split (ep) and shard (ep_shard) over, the expert parameters this
+  // rank holds, the other ranks' experts (dropped here: initialisation draws
+  // and discards them so every rank keeps the one-process random stream), and
+  // the rows this rank's MoE layers exchanged.
+  dist::CommunicatorPtr ep_group = nullptr;
+  dist::CommunicatorPtr ep_shard_group = nullptr;
+  std::set<std::string> expert_params = {};
+  std::set<std::string> other_ranks_params = {};
+  std::shared_ptr<parallel::ExpertDispatchStats> expert_stats = nullptr;
 
   // Whether the plan split `name` over tp (false for whole parameters).
   bool tp_sharded(const std::string& name) const;
@@ -74,7 +86,8 @@ struct ShardedModel {
   std::vector<int64_t> global_shape(const std::string& name, const std::vector<int64_t>& tp_local) const;
   // The shards grouped by the groups that partition them, for the global
   // gradient norm (each element counted once; see optim/grad_norm.h):
-  // tp-sharded weights over dp_shard_cp and tp, the rest over dp_shard_cp.
+  // tp-sharded weights over dp_shard_cp and tp, the rest over dp_shard_cp;
+  // under expert parallelism the experts over ep_shard and ep.
   std::vector<optim::GradShardSet> grad_sets() const;
 };
 

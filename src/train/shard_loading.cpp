@@ -30,10 +30,15 @@ void init_shards(ShardedModel& model, const std::vector<models::ParamInit>& reci
   at::NoGradGuard no_grad;
   std::map<std::string, fsdp::ShardedParameter> shards;
   for (auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) shards.emplace(name, std::move(sp));
-  TESSEL_CHECK(recipe.size() == shards.size(), "initialisation recipe has {} parameters, the sharded model {}",
-               recipe.size(), shards.size());
+  TESSEL_CHECK(recipe.size() == shards.size() + model.other_ranks_params.size(),
+               "initialisation recipe has {} parameters, the sharded model {} (+ {} on other ep ranks)", recipe.size(),
+               shards.size(), model.other_ranks_params.size());
   models::InitialValues values(seed);
   for (const models::ParamInit& entry : recipe) {
+    if (model.other_ranks_params.contains(entry.name)) {
+      values.next(entry);  // another rank's expert: drawn to keep the stream, dropped
+      continue;
+    }
     const auto it = shards.find(entry.name);
     TESSEL_CHECK(it != shards.end(), "initialisation recipe names '{}', which the sharded model does not have",
                  entry.name);
@@ -48,6 +53,12 @@ void init_shards(ShardedModel& model, const std::vector<models::ParamInit>& reci
 }
 
 void load_hf_shards(ShardedModel& model, const std::filesystem::path& dir) {
+  if (!model.other_ranks_params.empty()) {
+    throw UsageError(fmt::format("policy.model_name={}: loading Hugging Face weights under expert parallelism is not "
+                                 "built yet; set policy.dtensor_cfg.expert_parallel_size=1 (experts are then "
+                                 "FSDP-sharded like every other parameter)",
+                                 dir.string()));
+  }
   const io::HfCheckpoint ckpt = io::HfCheckpoint::open(dir);
   const auto shards = fsdp::sharded_state_dict(*model.model);
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected;

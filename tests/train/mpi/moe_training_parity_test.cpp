@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
+#include "train/moe_parity.h"
 #include "train/train_fixture.h"
 #include "train/trainer.h"
 
@@ -43,13 +44,7 @@ dist::DeviceMesh block_mesh(const dist::MeshSizes& sizes) {
   return dist::DeviceMesh(dist::MeshLayout(sizes), group);
 }
 
-dist::MeshSizes sizes_of(int world_size, int dp_replicate = 1) {
-  dist::MeshSizes s;
-  s.world_size = world_size;
-  s.dp_replicate = dp_replicate;
-  s.v2 = true;
-  return s;
-}
+dist::MeshSizes sizes_of(int world_size, int dp_replicate = 1) { return testing::moe_sizes(world_size, dp_replicate, 1); }
 
 class MoeTrainingParity : public TrainFixture {
  protected:
@@ -60,25 +55,13 @@ class MoeTrainingParity : public TrainFixture {
 
   TrainResult run(const std::string& preset, const dist::MeshSizes& sizes, int micro_batch,
                   const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> o = {"policy.model_name=" + preset, "sft.max_num_steps=10",
-                                  "policy.train_global_batch_size=4",
-                                  "policy.train_micro_batch_size=" + std::to_string(micro_batch),
-                                  "policy.dtensor_cfg._v2=true",
-                                  "policy.dtensor_cfg.dp_replicate_size=" + std::to_string(sizes.dp_replicate)};
+    std::vector<std::string> o = testing::moe_run_overrides(preset, sizes, micro_batch);
     o.insert(o.end(), extra.begin(), extra.end());
     return train(make_config(o), block_mesh(sizes), quiet());
   }
 
   static void expect_same_steps(const TrainResult& got, const TrainResult& ref, const std::string& what) {
-    ASSERT_EQ(got.steps.size(), ref.steps.size()) << what;
-    for (size_t s = 0; s < got.steps.size(); ++s) {
-      const auto &g = got.steps[s], &r = ref.steps[s];
-      EXPECT_GT(r.aux_loss, 0.0) << what << ": the presets train with the load-balancing loss";
-      EXPECT_NEAR(g.loss, r.loss, 2e-5 * std::abs(r.loss)) << what << " step " << r.step;
-      EXPECT_NEAR(g.aux_loss, r.aux_loss, 2e-5 * r.aux_loss) << what << " step " << r.step;
-      EXPECT_NEAR(g.grad_norm, r.grad_norm, 1e-4 * r.grad_norm) << what << " step " << r.step;
-      EXPECT_EQ(g.valid_tokens, r.valid_tokens) << what << " step " << r.step;
-    }
+    testing::expect_same_moe_steps(got, ref, what);
     const auto want = testing::full_params(const_cast<TrainResult&>(ref));
     const auto have = testing::full_params(const_cast<TrainResult&>(got));
     ASSERT_EQ(have.size(), want.size()) << what;
