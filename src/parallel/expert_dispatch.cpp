@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -76,6 +77,7 @@ at::Tensor dispatch_to_experts(const at::Tensor& tokens, const at::Tensor& chose
   if (stats) {
     stats->rows_sent += std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0}) - send_counts[me];
     stats->rows_received += std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0}) - recv_counts[me];
+    stats->experts_without_tokens += std::count(mine.begin(), mine.end(), int64_t{0});
   }
   return at::zeros_like(tokens).index_add(0, token_of, returned * weight_of);
 }

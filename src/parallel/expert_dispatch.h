@@ -30,6 +30,9 @@ using LocalExpert = std::function<at::Tensor(int64_t local, const at::Tensor& ro
 struct ExpertDispatchStats {
   int64_t rows_sent = 0;      // assignments this rank sent to other ranks (both directions counted once)
   int64_t rows_received = 0;  // assignments other ranks sent this rank
+  // (layer call, expert) pairs where this rank routed no token to the expert:
+  // the zero counts the exchange must carry.
+  int64_t experts_without_tokens = 0;
 };
 
 // tokens [N, H]; chosen [N, k] global expert ids; weights [N, k] (the routing

@@ -8,7 +8,8 @@
 // norm per step, and the final parameters: every rank compares the experts
 // it holds and the dense parameters, and the experts of the ep group
 // together are all of them. Checkpointing and a dense model with ep > 1 are
-// refused with messages naming the key.
+// refused with messages naming the key. The presets' routing leaves experts
+// without tokens from some ranks (asserted through the dispatch's counters).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -49,6 +50,10 @@ class MoeExpertParallelParity : public TrainFixture {
     testing::expect_same_moe_steps(got, ref, what);
     ASSERT_TRUE(got.model.ep_group) << what << ": expert parallelism was not applied";
     EXPECT_GT(got.model.expert_stats->rows_sent, 0) << what << ": no token crossed ranks";
+    // Uneven routing: some rank routed no token to some expert in some layer call.
+    at::Tensor empty = at::tensor({got.model.expert_stats->experts_without_tokens}, at::kLong);
+    got.model.ep_group->all_reduce(empty);
+    EXPECT_GT(empty.item<int64_t>(), 0) << what << ": every rank sent every expert tokens";
     const auto want = testing::full_params(ref);
     const auto have = testing::full_params(got);
     // This rank holds 1/ep of the experts; the others' are exactly the rest.
