@@ -10,9 +10,8 @@ ContextSplit context_split(int cp, int64_t seq_len) {
   ContextSplit s;
   s.cp = cp;
   s.seq_len = seq_len;
-  const int64_t chunks = 2 * static_cast<int64_t>(cp);
-  s.padded_seq_len = cp > 1 ? (seq_len + chunks - 1) / chunks * chunks : seq_len;
-  s.chunk_tokens = s.padded_seq_len / chunks;
+  s.padded_seq_len = parallel::load_balanced_row_length(seq_len, cp);
+  s.chunk_tokens = s.padded_seq_len / (2 * static_cast<int64_t>(cp));
   s.tokens_per_rank = cp > 1 ? 2 * s.chunk_tokens : seq_len;
   for (int r = 0; r < cp; ++r) {
     s.chunks_by_cp_rank.push_back({parallel::load_balanced_chunk(cp, r, 0), parallel::load_balanced_chunk(cp, r, 1)});

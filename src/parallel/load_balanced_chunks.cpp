@@ -6,6 +6,13 @@
 
 namespace tessel::parallel {
 
+int64_t load_balanced_row_length(int64_t tokens, int cp_size) {
+  TESSEL_CHECK(cp_size > 0 && tokens >= 0, "load_balanced_row_length: {} tokens over {} cp ranks", tokens, cp_size);
+  if (cp_size == 1) return tokens;
+  const int64_t chunks = 2 * static_cast<int64_t>(cp_size);
+  return (tokens + chunks - 1) / chunks * chunks;
+}
+
 int64_t load_balanced_chunk(int cp_size, int rank, int local) {
   TESSEL_CHECK(cp_size > 0 && rank >= 0 && rank < cp_size && (local == 0 || local == 1),
                "load_balanced_chunk: rank {} local chunk {} of a cp group of {}", rank, local, cp_size);

@@ -11,6 +11,11 @@
 
 namespace tessel::parallel {
 
+// The length a row of `tokens` is padded to before it is cut: the next
+// multiple of 2·cp (padding is never a target and never attended to; see
+// train/context_batches.h). A row over one rank is not cut: `tokens`.
+int64_t load_balanced_row_length(int64_t tokens, int cp_size);
+
 // The index (0 .. 2·cp-1) of the row chunk that cp rank `rank` holds as its
 // local chunk `local` (0 or 1).
 int64_t load_balanced_chunk(int cp_size, int rank, int local);

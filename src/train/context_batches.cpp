@@ -25,8 +25,7 @@ MicroBatch context_parallel_slice(const MicroBatch& batch, int cp_size, int cp_r
   TESSEL_CHECK(batch.input_ids.dim() == 2, "context parallelism cuts [batch, seq] rows, got input_ids of {} dims",
                batch.input_ids.dim());
   const int64_t T = batch.input_ids.size(1);
-  const int64_t multiple = 2 * static_cast<int64_t>(cp_size);
-  const int64_t padded = (T + multiple - 1) / multiple * multiple;
+  const int64_t padded = parallel::load_balanced_row_length(T, cp_size);
   const int64_t extra = padded - T;
   auto take = [&](const at::Tensor& x) { return parallel::take_load_balanced_chunks(x, -1, cp_size, cp_rank); };
 
