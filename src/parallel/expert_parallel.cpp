@@ -1,7 +1,5 @@
 #include "parallel/expert_parallel.h"
 
-#include <set>
-
 #include "core/error.h"
 
 namespace tessel::parallel {
@@ -14,11 +12,11 @@ std::vector<std::shared_ptr<nn::SparseMoeBlock>> sparse_moe_blocks(nn::Module& r
   return blocks;
 }
 
-std::vector<std::string> apply_expert_parallel(nn::Module& root, const dist::CommunicatorPtr& ep,
+std::map<std::string, std::vector<int64_t>> apply_expert_parallel(nn::Module& root, const dist::CommunicatorPtr& ep,
                                                std::shared_ptr<ExpertDispatchStats> stats) {
   TESSEL_CHECK(ep != nullptr, "apply_expert_parallel: the ep communicator is null");
-  std::set<std::string> before;
-  for (const auto& item : root.named_parameters()) before.insert(item.key());
+  std::map<std::string, std::vector<int64_t>> before;
+  for (const auto& item : root.named_parameters()) before.emplace(item.key(), item.value().sizes().vec());
   for (const auto& block : sparse_moe_blocks(root)) {
     const int64_t experts = block->options().num_experts;
     TESSEL_CHECK(experts % ep->size() == 0, "{} experts do not split over the ep group '{}' of {} ranks", experts,
@@ -33,7 +31,7 @@ std::vector<std::string> apply_expert_parallel(nn::Module& root, const dist::Com
   }
   nn::assign_module_paths(root);
   for (const auto& item : root.named_parameters()) before.erase(item.key());
-  return {before.begin(), before.end()};
+  return before;
 }
 
 }  // namespace tessel::parallel

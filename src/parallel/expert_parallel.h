@@ -7,6 +7,8 @@
 // computed on the token's own rank as without expert parallelism.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,9 +25,10 @@ std::vector<std::shared_ptr<nn::SparseMoeBlock>> sparse_moe_blocks(nn::Module& r
 
 // Splits every block's experts over `ep` (E must divide by ep->size():
 // parallel::check_expert_parallel says so to the user first). `stats`, when
-// given, accumulates the rows this rank exchanged. Returns the names of the
-// parameters this rank dropped (the other ranks' experts).
-std::vector<std::string> apply_expert_parallel(nn::Module& root, const dist::CommunicatorPtr& ep,
+// given, accumulates the rows this rank exchanged. Returns the parameters
+// this rank dropped (the other ranks' experts) with their shapes: loading and
+// checkpointing name every parameter of the model, held here or not.
+std::map<std::string, std::vector<int64_t>> apply_expert_parallel(nn::Module& root, const dist::CommunicatorPtr& ep,
                                                std::shared_ptr<ExpertDispatchStats> stats = nullptr);
 
 }  // namespace tessel::parallel

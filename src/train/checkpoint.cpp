@@ -243,7 +243,9 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
 
   const auto index = param_index(*model.model);
   // Each element is written once: the replicas of HSDP (dp_replicate > 0)
-  // and the tp ranks > 0 of a parameter tp does not split hold copies.
+  // and the tp ranks > 0 of a parameter tp does not split hold copies. An
+  // expert under expert parallelism has no copies: its ep_shard group spans
+  // dp_replicate, so every rank holding it writes its own rows.
   const bool first_replica = mesh.coordinate("dp_replicate") == 0;
   const bool first_tp_rank = model.tp_group->rank() == 0;
   io::NamedTensors tensors;
@@ -257,7 +259,9 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
       tp_sharded[name] = {{"dim", tp.spec.placements().at(0).layout.normalized(tp.spec.global_shape().size()).dim()},
                           {"packed_parts", tp.packed_parts}};
     }
-    if (!first_replica || (!model.tp_sharded(name) && !first_tp_rank)) continue;
+    const bool copy =
+        !model.expert_params.contains(name) && (!first_replica || (!model.tp_sharded(name) && !first_tp_rank));
+    if (copy) continue;
     offsets[name] = sp.dim0_offset;
     tensors.emplace_back("model/" + name, sp.local.detach().contiguous());
     if (optimizer != nullptr) {
@@ -268,6 +272,9 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
       }
     }
   }
+  // The other ep ranks' experts: metadata.json names every parameter of the
+  // model, so a load on any ep size (or `tessel convert`) finds them all.
+  for (const auto& [name, shape] : model.other_ranks_params) shapes[name] = shape;
   const std::string rank_file = fmt::format("rank_{}.safetensors", rank);
   const io::FileDigest digest =
       io::save_safetensors(tmp / rank_file, tensors,

@@ -2,7 +2,10 @@
 // metadata file, and the whole step appears atomically. Every element is
 // written once: only dp_replicate coordinate 0 writes (HSDP's other replicas
 // hold copies), and a parameter tp does not split is written by tp rank 0
-// only.
+// only. Under expert parallelism an expert lives on one ep rank's ep_shard
+// group, which spans dp_replicate: each holder writes its rows, and
+// metadata.json names every parameter (the other ep ranks' experts too), so
+// the checkpoint resumes on any ep size.
 //
 // Layout of <checkpointing.checkpoint_dir>/step_<N>/:
 //   rank_<r>.safetensors  this rank's local fp32 shards it writes: "model/<name>",

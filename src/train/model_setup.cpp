@@ -150,7 +150,7 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
   }
   parallel::check_expert_parallel(mesh.layout().ep(), config);
   const bool expert_parallel = mesh.layout().ep() > 1;
-  std::vector<std::string> other_ranks_params;
+  std::map<std::string, std::vector<int64_t>> other_ranks_params;
   std::shared_ptr<parallel::ExpertDispatchStats> ep_stats;
   if (expert_parallel) {
     // Before anything is materialised: the other ranks' experts never are here.
@@ -210,7 +210,7 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
                    fsdp_mesh.shard(), tp_group, std::move(tp_params)};
   out.ring_stats = std::move(ring_stats);
   out.expert_stats = std::move(ep_stats);
-  out.other_ranks_params = {other_ranks_params.begin(), other_ranks_params.end()};
+  out.other_ranks_params = std::move(other_ranks_params);
   if (expert_parallel) {
     out.ep_group = mesh.group("ep");
     out.ep_shard_group = mesh.group("ep_shard");

@@ -15,6 +15,7 @@
 // single-process run is the very code a multi-rank run executes.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -74,7 +75,7 @@ struct ShardedModel {
   dist::CommunicatorPtr ep_group = nullptr;
   dist::CommunicatorPtr ep_shard_group = nullptr;
   std::set<std::string> expert_params = {};
-  std::set<std::string> other_ranks_params = {};
+  std::map<std::string, std::vector<int64_t>> other_ranks_params = {};  // name -> global shape
   std::shared_ptr<parallel::ExpertDispatchStats> expert_stats = nullptr;
 
   // Whether the plan split `name` over tp (false for whole parameters).

@@ -53,16 +53,14 @@ void init_shards(ShardedModel& model, const std::vector<models::ParamInit>& reci
 }
 
 void load_hf_shards(ShardedModel& model, const std::filesystem::path& dir) {
-  if (!model.other_ranks_params.empty()) {
-    throw UsageError(fmt::format("policy.model_name={}: loading Hugging Face weights under expert parallelism is not "
-                                 "built yet; set policy.dtensor_cfg.expert_parallel_size=1 (experts are then "
-                                 "FSDP-sharded like every other parameter)",
-                                 dir.string()));
-  }
   const io::HfCheckpoint ckpt = io::HfCheckpoint::open(dir);
   const auto shards = fsdp::sharded_state_dict(*model.model);
+  // Every tensor of the model is checked against the directory, the other ep
+  // ranks' experts included (they are there, and must not read as unexpected);
+  // only this rank's boxes are read.
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
   for (const auto& [name, sp] : shards) expected.emplace_back(name, model.global_shape(name, sp.spec.global_shape()));
+  for (const auto& [name, shape] : model.other_ranks_params) expected.emplace_back(name, shape);
   models::check_checkpoint_tensors(ckpt, expected, *model.model);
   at::NoGradGuard no_grad;
   for (const auto& [name, sp] : shards) {

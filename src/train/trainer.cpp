@@ -259,14 +259,6 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   // checkpointing is enabled and its directory already holds one (or from
   // checkpointing.resume_from); one step for all ranks, its files checked.
   int64_t start_step = 0;
-  if (o.checkpoint.enabled && sharded.ep_group) {
-    // Each rank's file would need its experts' ep coordinate to resume on
-    // another ep size; not built yet.
-    throw UsageError(fmt::format("checkpointing.enabled=true with policy.dtensor_cfg.expert_parallel_size={}: "
-                                 "checkpoints of expert-parallel runs are not built yet; set "
-                                 "checkpointing.enabled=false or expert_parallel_size=1",
-                                 sharded.ep_group->size()));
-  }
   if (const auto from = resume_point(o.checkpoint, *mesh.world())) {
     const CheckpointInfo info = load_checkpoint(*from, sharded, &optimizer);
     sampler.load_state(info.sampler);

@@ -35,17 +35,24 @@ inline std::vector<std::string> moe_run_overrides(const std::string& preset, con
 }
 
 // Loss (with the load-balancing term), aux loss, gradient norm and tokens of
-// every step as one process's.
-inline void expect_same_moe_steps(const TrainResult& got, const TrainResult& ref, const std::string& what) {
-  ASSERT_EQ(got.steps.size(), ref.steps.size()) << what;
-  for (size_t s = 0; s < got.steps.size(); ++s) {
-    const auto &g = got.steps[s], &r = ref.steps[s];
+// every step as one process's. `first_ref`: the step of `ref` the run `got`
+// starts at (a resumed run).
+inline void expect_same_moe_steps(const std::vector<StepMetrics>& got, const std::vector<StepMetrics>& ref,
+                                  const std::string& what, size_t first_ref = 0) {
+  ASSERT_EQ(got.size() + first_ref, ref.size()) << what;
+  for (size_t s = 0; s < got.size(); ++s) {
+    const auto &g = got[s], &r = ref[s + first_ref];
+    EXPECT_EQ(g.step, r.step) << what;
     EXPECT_GT(r.aux_loss, 0.0) << what << ": the presets train with the load-balancing loss";
     EXPECT_NEAR(g.loss, r.loss, 2e-5 * std::abs(r.loss)) << what << " step " << r.step;
     EXPECT_NEAR(g.aux_loss, r.aux_loss, 2e-5 * r.aux_loss) << what << " step " << r.step;
     EXPECT_NEAR(g.grad_norm, r.grad_norm, 1e-4 * r.grad_norm) << what << " step " << r.step;
     EXPECT_EQ(g.valid_tokens, r.valid_tokens) << what << " step " << r.step;
   }
+}
+
+inline void expect_same_moe_steps(const TrainResult& got, const TrainResult& ref, const std::string& what) {
+  expect_same_moe_steps(got.steps, ref.steps, what);
 }
 
 }  // namespace tessel::train::testing

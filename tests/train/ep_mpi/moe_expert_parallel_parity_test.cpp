@@ -7,29 +7,41 @@
 // Loss (cross-entropy plus the load-balancing term), aux loss and gradient
 // norm per step, and the final parameters: every rank compares the experts
 // it holds and the dense parameters, and the experts of the ep group
-// together are all of them. Checkpointing and a dense model with ep > 1 are
-// refused with messages naming the key. The presets' routing leaves experts
-// without tokens from some ranks (asserted through the dispatch's counters).
+// together are all of them. The presets' routing leaves experts without
+// tokens from some ranks (asserted through the dispatch's counters).
+// Checkpoints written under EP 2 x FSDP 2 resume at world 1, EP 2 and EP 4,
+// one written under EP 2 x HSDP 2 at world 1 (steps 6-10 as one process's,
+// each element in one rank file); Hugging Face weights load under EP 2 x
+// FSDP 2. A dense model with ep > 1 is refused naming the key.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
+#include "io/safetensors_file.h"
+#include "models/model_config.h"
+#include "models/presets.h"
+#include "models/pretrained.h"
 #include "train/layout_parity.h"
 #include "train/moe_parity.h"
 #include "train/train_fixture.h"
+#include "train/train_options.h"
 #include "train/trainer.h"
 
 namespace tessel::train {
 namespace {
 
+namespace fs = std::filesystem;
 using testing::quiet;
 using testing::TrainFixture;
 
@@ -45,6 +57,11 @@ class MoeExpertParallelParity : public TrainFixture {
     o.insert(o.end(), extra.begin(), extra.end());
     return train(make_config(o), testing::block_mesh(sizes), quiet());
   }
+
+  fs::path save_half(const std::string& preset, const dist::MeshSizes& save_sizes,
+                     const std::vector<std::string>& extra, const TrainResult& ref,
+                     const std::vector<std::string>& copies);
+  static void expect_each_element_once(const fs::path& step_dir);
 
   static void expect_same_steps(TrainResult& got, TrainResult& ref, const std::string& what) {
     testing::expect_same_moe_steps(got, ref, what);
@@ -102,14 +119,122 @@ TEST_F(MoeExpertParallelParity, Ep2WithHsdp2MatchesOneProcess) {
   }
 }
 
-TEST_F(MoeExpertParallelParity, CheckpointingAndDenseModelsAreRefused) {
-  if (dist::world()->size() != 4) GTEST_SKIP() << "written for 4 ranks";
-  try {
-    run("tiny-mixtral", sizes_of(2, 2), 2, {"checkpointing.enabled=true"});
-    ADD_FAILURE() << "expected UsageError for checkpointing";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("checkpointing.enabled=false"), std::string::npos) << e.what();
+// Writes the first 5 of the 10 steps at `save_sizes` with a checkpoint at
+// step 5 (the steps checked against `ref`), then copies it once per resume
+// (each resumed run writes into its own copy). Returns the directory.
+fs::path MoeExpertParallelParity::save_half(const std::string& preset, const dist::MeshSizes& save_sizes,
+                                            const std::vector<std::string>& extra, const TrainResult& ref,
+                                            const std::vector<std::string>& copies) {
+  const fs::path dir = testing::shared_dir("ep_resume");
+  std::vector<std::string> o = extra;
+  o.insert(o.end(), {"checkpointing.enabled=true", "checkpointing.save_period=5",
+                     "checkpointing.checkpoint_dir=" + (dir / "saved").string(), "sft.max_num_steps=5"});
+  const TrainResult half = run(preset, save_sizes, 1, o);
+  testing::expect_same_moe_steps(half.steps, {ref.steps.begin(), ref.steps.begin() + 5}, preset + " first 5 steps");
+  if (dist::world()->rank() == 0) {
+    expect_each_element_once(dir / "saved" / "step_5");
+    for (const auto& copy : copies) fs::copy(dir / "saved", dir / copy, fs::copy_options::recursive);
   }
+  dist::world()->barrier();
+  return dir;
+}
+
+// The model's elements (metadata.json's shapes) are exactly the elements the
+// rank files hold: every expert row written by one rank, none twice.
+void MoeExpertParallelParity::expect_each_element_once(const fs::path& step_dir) {
+  std::ifstream in(step_dir / "metadata.json");
+  const auto meta = nlohmann::json::parse(in);
+  int64_t model_elements = 0;
+  for (const auto& [name, shape] : meta.at("shapes").items()) {
+    int64_t n = 1;
+    for (const auto d : shape.get<std::vector<int64_t>>()) n *= d;
+    model_elements += n;
+  }
+  int64_t written = 0;
+  for (int r = 0; r < meta.at("world_size").get<int>(); ++r) {
+    const auto file = io::SafetensorsFile::open(step_dir / ("rank_" + std::to_string(r) + ".safetensors"));
+    for (const auto& key : file.names()) {
+      if (key.rfind("model/", 0) != 0) continue;
+      int64_t n = 1;
+      for (const auto d : file.info(key).shape) n *= d;
+      written += n;
+    }
+  }
+  EXPECT_EQ(written, model_elements) << step_dir;
+}
+
+TEST_F(MoeExpertParallelParity, CheckpointOfEp2TimesFsdp2ResumesOnOtherEpSizes) {
+  if (dist::world()->size() != 4) GTEST_SKIP() << "written for 4 ranks";
+  const std::string preset = "tiny-qwen3-moe";
+  const TrainResult ref = run(preset, sizes_of(1, 1), 1);
+  const fs::path dir = save_half(preset, sizes_of(4, 2), {}, ref, {"world1", "ep2", "ep4"});
+  auto resume = [&](const char* copy) {
+    return std::vector<std::string>{"checkpointing.enabled=true", "checkpointing.checkpoint_dir=" + (dir / copy).string()};
+  };
+  // Meshes are built on every rank: world 1 runs on rank 0, EP 2 on ranks 2-3.
+  const dist::DeviceMesh mesh_one = testing::block_mesh(sizes_of(1, 1));
+  const dist::DeviceMesh mesh_ep2 = testing::block_mesh(sizes_of(2, 2));
+  const int rank = dist::world()->rank();
+  auto resumed = [&](const dist::MeshSizes& sizes, const dist::DeviceMesh& mesh, const char* copy) {
+    std::vector<std::string> o = testing::moe_run_overrides(preset, sizes, 1);
+    const auto more = resume(copy);
+    o.insert(o.end(), more.begin(), more.end());
+    return train(make_config(o), mesh, quiet());
+  };
+  auto expect_second_half = [&](const TrainResult& got, const std::string& what) {
+    testing::expect_same_moe_steps(got.steps, ref.steps, what, 5);
+  };
+  if (rank == 0) expect_second_half(resumed(sizes_of(1, 1), mesh_one, "world1"), "resumed at world 1");
+  if (rank >= 2) expect_second_half(resumed(sizes_of(2, 2), mesh_ep2, "ep2"), "resumed at ep 2");
+  dist::world()->barrier();
+  expect_second_half(resumed(sizes_of(4, 4), testing::block_mesh(sizes_of(4, 4)), "ep4"), "resumed at ep 4");
+  dist::world()->barrier();
+  if (rank == 0) fs::remove_all(dir);
+}
+
+TEST_F(MoeExpertParallelParity, CheckpointOfEp2WithHsdp2ResumesInOneProcess) {
+  if (dist::world()->size() != 8) GTEST_SKIP() << "written for 8 ranks";
+  // The experts' ep_shard group of 4 spans both replicas: each of its ranks
+  // must write its rows (the dense replicas write once).
+  const std::string preset = "tiny-mixtral";
+  const std::vector<std::string> batch = {"policy.train_global_batch_size=8"};
+  const TrainResult ref = run(preset, sizes_of(1, 1), 1, batch);
+  const fs::path dir = save_half(preset, sizes_of(8, 2, 2), batch, ref, {"world1"});
+  const dist::DeviceMesh mesh_one = testing::block_mesh(sizes_of(1, 1));
+  if (dist::world()->rank() == 0) {
+    std::vector<std::string> o = testing::moe_run_overrides(preset, sizes_of(1, 1), 1);
+    o.insert(o.end(), {"policy.train_global_batch_size=8", "checkpointing.enabled=true",
+                       "checkpointing.checkpoint_dir=" + (dir / "world1").string()});
+    testing::expect_same_moe_steps(train(make_config(o), mesh_one, quiet()).steps, ref.steps, "resumed at world 1", 5);
+  }
+  dist::world()->barrier();
+  if (dist::world()->rank() == 0) fs::remove_all(dir);
+}
+
+TEST_F(MoeExpertParallelParity, HuggingFaceWeightsLoadUnderExpertParallelism) {
+  if (dist::world()->size() != 4) GTEST_SKIP() << "written for 4 ranks";
+  // The preset's seeded initialisation written as a Hugging Face directory:
+  // a run from it at EP 2 x FSDP 2 (each rank reading only its experts' rows,
+  // the directory holding every expert) equals the preset's run in one process.
+  const std::string preset = "tiny-mixtral";
+  const fs::path dir = testing::shared_dir("ep_hf");
+  const uint64_t seed = train_options_from(make_config(testing::moe_run_overrides(preset, sizes_of(1, 1), 1))).seed;
+  if (dist::world()->rank() == 0) {
+    models::save_initialized(models::parse_model_config(models::make_preset_config(preset), preset), seed,
+                             at::kFloat, dir);
+  }
+  dist::world()->barrier();
+  TrainResult ref = run(preset, sizes_of(1, 1), 1);
+  std::vector<std::string> o = testing::moe_run_overrides(preset, sizes_of(4, 2), 1);
+  o.push_back("policy.model_name=" + dir.string());
+  TrainResult got = train(make_config(o), testing::block_mesh(sizes_of(4, 2)), quiet());
+  expect_same_steps(got, ref, "from the Hugging Face directory at ep 2 x fsdp 2");
+  dist::world()->barrier();
+  if (dist::world()->rank() == 0) fs::remove_all(dir);
+}
+
+TEST_F(MoeExpertParallelParity, DenseModelsAreRefused) {
+  if (dist::world()->size() != 4) GTEST_SKIP() << "written for 4 ranks";
   try {
     run("tiny-llama", sizes_of(2, 2), 2);
     ADD_FAILURE() << "expected UsageError for a dense model";
