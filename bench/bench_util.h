@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <ctime>
 
 #include <algorithm>
@@ -77,6 +78,12 @@ inline std::string host_name() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   return host;
+}
+
+// The source tree (configs the benchmarks read): $TESSEL_SOURCE_DIR, else ".".
+inline std::string source_dir() {
+  const char* s = std::getenv("TESSEL_SOURCE_DIR");
+  return s != nullptr ? s : ".";
 }
 
 }  // namespace tessel::bench

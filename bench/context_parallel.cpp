@@ -91,11 +91,6 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-std::string source_dir() {
-  const char* s = std::getenv("TESSEL_SOURCE_DIR");
-  return s != nullptr ? s : ".";
-}
-
 // Per rank, all-gathered to rank 0 as doubles.
 enum Field : int64_t {
   kStepMedian,

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -28,6 +29,7 @@
 #include "cli/commands.h"
 #include "cli/context_split.h"
 #include "cli/default_config.h"
+#include "cli/expert_traffic.h"
 #include "cli/layer_groups.h"
 #include "cli/machine_probe.h"
 #include "cli/mesh_sizes_from_config.h"
@@ -189,9 +191,10 @@ void run_plan(const PlanArgs& args) {
   const std::string model_name = cfg.get<std::string>("policy.model_name");
   const models::ModelConfig model_config = model_config_of(model_name);
   parallel::check_expert_parallel(layout.ep(), model_config);
-  if (layout.ep() > 1) {
-    throw UsageError(fmt::format("policy.dtensor_cfg.expert_parallel_size={}: tessel plan does not model expert "
-                                 "parallelism's per-rank bytes yet; plan with expert_parallel_size=1",
+  if (layout.ep() > 1 && args.predict) {
+    throw UsageError(fmt::format("--predict with policy.dtensor_cfg.expert_parallel_size={}: the step-time model "
+                                 "does not include the token exchange yet; run tessel plan without --predict for "
+                                 "the per-rank expert bytes and the all-to-all bytes per step",
                                  layout.ep()));
   }
 
@@ -214,12 +217,43 @@ void run_plan(const PlanArgs& args) {
 
   const int64_t model_elements = views.front().model_elements;
 
+  // Under expert parallelism a rank holds the dense parameters' share over
+  // dp_shard_cp and its ep group position's experts, sharded over ep_shard.
+  const int ep = layout.ep();
+  const int64_t experts_per_rank = ep > 1 ? model_config.num_experts / ep : model_config.num_experts;
   nlohmann::json ranks = nlohmann::json::array();
   for (int rank = 0; rank < layout.world_size(); ++rank) {
     const auto c = layout.coordinate(rank);
     const int shard_rank = c[1] * dims[2] + c[2];
-    const RankBytes b = fsdp_share(views.at(static_cast<size_t>(c[3])).named, shard_size, shard_rank);
+    const auto& named = views.at(static_cast<size_t>(c[3])).named;
+    RankBytes b;
+    RankBytes expert;
+    if (ep > 1) {
+      const int64_t first = layout.rank_in_group("ep", rank) * experts_per_rank;
+      std::vector<NamedShape> dense, own_experts;
+      for (const auto& p : named) {
+        const int64_t e = expert_of(p.name);
+        if (e < 0) {
+          dense.push_back(p);
+        } else if (e >= first && e < first + experts_per_rank) {
+          own_experts.push_back(p);
+        }
+      }
+      b = fsdp_share(dense, shard_size, shard_rank);
+      expert = fsdp_share(own_experts, layout.ep_shard(), layout.rank_in_group("ep_shard", rank));
+      b.elements += expert.elements;
+      b.padded_bytes += expert.padded_bytes;
+    } else {
+      b = fsdp_share(named, shard_size, shard_rank);
+      std::vector<NamedShape> experts;
+      for (const auto& p : named) {
+        if (expert_of(p.name) >= 0) experts.push_back(p);
+      }
+      expert = fsdp_share(experts, shard_size, shard_rank);
+    }
     ranks.push_back({{"rank", rank},
+                     {"ep", layout.rank_in_group("ep", rank)},
+                     {"expert_elements", expert.elements},
                      {"dp_replicate", c[0]},
                      {"dp_shard", c[1]},
                      {"cp", c[2]},
@@ -245,6 +279,35 @@ void run_plan(const PlanArgs& args) {
   const ContextSplit split = context_split(dims[2], t.max_seq_len);
   const int64_t activations = activation_bytes(model_config, tp, dims[2], step);
   const int64_t activations_cp1 = activation_bytes(model_config, tp, 1, step);
+
+  // Mixture of experts: the experts a rank holds, and (ep > 1) the token
+  // exchange per step under uniform routing.
+  nlohmann::json experts_json;
+  if (models::is_moe(model_config)) {
+    int64_t expert_bytes_max = 0;
+    for (const auto& r : ranks) expert_bytes_max = std::max(expert_bytes_max, r["expert_elements"].get<int64_t>() * 4);
+    ExpertExchangeShape shape;
+    shape.hidden = model_config.hidden_size;
+    shape.num_experts = model_config.num_experts;
+    shape.ep = ep;
+    shape.activation_element_bytes = step.param_element_bytes;
+    shape.activation_checkpointing = step.activation_checkpointing;
+    const ExpertExchangeEstimate exchange =
+        uniform_expert_exchange(model_config, shape, step.micro_batch * split.tokens_per_rank, step.micro_batches);
+    experts_json = {{"ep", ep},
+                    {"ep_shard", layout.ep_shard()},
+                    {"num_experts", model_config.num_experts},
+                    {"top_k", model_config.num_experts_per_tok},
+                    {"experts_per_rank", experts_per_rank},
+                    {"sparse_layers", sparse_layer_count(model_config)},
+                    {"expert_bytes_per_rank", expert_bytes_max},
+                    {"all_to_all",
+                     {{"routing", "uniform (every assignment lands on any expert alike)"},
+                      {"forward_calls_per_rank", exchange.forward_calls},
+                      {"rows_off_rank_per_rank", exchange.rows_off_rank},
+                      {"bytes_per_rank", exchange.bytes_per_rank},
+                      {"bytes_all_ranks", exchange.bytes_per_rank * layout.world_size()}}}};
+  }
 
   std::optional<Recommendation> prediction;
   ClusterDescription cluster;
@@ -292,6 +355,7 @@ void run_plan(const PlanArgs& args) {
     out["context_parallel"] = to_json(split);
     out["activation_bytes_per_rank"] = activations;
     out["activation_bytes_per_rank_cp1"] = activations_cp1;
+    if (!experts_json.is_null()) out["experts"] = experts_json;
     if (prediction) {
       nlohmann::json candidates = nlohmann::json::array();
       for (const auto& c : prediction->candidates) candidates.push_back(to_json(c));
@@ -333,16 +397,45 @@ void run_plan(const PlanArgs& args) {
   }
   // Ranks with the same tp and shard coordinates hold the same bytes: one
   // line per distinct pair, listing its ranks.
-  std::map<std::pair<int, int>, std::vector<int>> same;
-  for (const auto& r : ranks) same[{r["tp"].get<int>(), r["dp_shard"].get<int>() * dims[2] + r["cp"].get<int>()}].push_back(r["rank"].get<int>());
+  // Under expert parallelism the ep position (which experts) and the
+  // ep_shard position (which of their rows) tell ranks apart too.
+  std::map<std::array<int, 3>, std::vector<int>> same;
+  for (const auto& r : ranks) {
+    const int rank = r["rank"].get<int>();
+    same[{r["tp"].get<int>(), r["dp_shard"].get<int>() * dims[2] + r["cp"].get<int>(),
+          ep > 1 ? layout.rank_in_group("ep_shard", rank) * ep + r["ep"].get<int>() : 0}]
+        .push_back(rank);
+  }
   std::printf("\nparameters per rank (fp32; FSDP pads each rank's shard to equal size):\n");
   for (const auto& [coord, members] : same) {
     const auto& r = ranks[static_cast<size_t>(members.front())];
-    std::printf("  tp %d, shard %d (ranks %s): %lld parameters, %lld bytes (%lld padded)\n", coord.first,
-                coord.second, fmt::format("{}", fmt::join(members, ",")).c_str(),
+    const std::string experts =
+        experts_json.is_null() ? ""
+                               : fmt::format(", of them experts {} bytes{}", r["expert_elements"].get<int64_t>() * 4,
+                                             ep > 1 ? fmt::format(" (experts {}..{})", r["ep"].get<int>() * experts_per_rank,
+                                                                  (r["ep"].get<int>() + 1) * experts_per_rank - 1)
+                                                    : "");
+    std::printf("  tp %d, shard %d (ranks %s): %lld parameters, %lld bytes (%lld padded)%s\n", coord[0], coord[1],
+                fmt::format("{}", fmt::join(members, ",")).c_str(),
                 static_cast<long long>(r["param_elements"].get<int64_t>()),
                 static_cast<long long>(r["param_bytes"].get<int64_t>()),
-                static_cast<long long>(r["padded_param_bytes"].get<int64_t>()));
+                static_cast<long long>(r["padded_param_bytes"].get<int64_t>()), experts.c_str());
+  }
+  if (!experts_json.is_null()) {
+    const auto& a = experts_json["all_to_all"];
+    std::printf("\nexperts: %lld per sparse layer over ep %d (%lld per rank, their rows over %s %d), %lld sparse "
+                "layers, top-%lld\n",
+                static_cast<long long>(model_config.num_experts), ep, static_cast<long long>(experts_per_rank),
+                ep > 1 ? "ep_shard" : "dp_shard_cp", ep > 1 ? layout.ep_shard() : shard_size, static_cast<long long>(experts_json["sparse_layers"].get<int64_t>()),
+                static_cast<long long>(model_config.num_experts_per_tok));
+    if (ep > 1) {
+      std::printf("token exchange per step (all-to-all, estimate for uniform routing): %lld sparse-layer forwards "
+                  "per rank, %lld assignments leaving each rank; %.2f MB sent per rank, %.2f MB by all ranks\n",
+                  static_cast<long long>(a["forward_calls_per_rank"].get<int64_t>()),
+                  static_cast<long long>(a["rows_off_rank_per_rank"].get<int64_t>()),
+                  static_cast<double>(a["bytes_per_rank"].get<int64_t>()) / 1e6,
+                  static_cast<double>(a["bytes_all_ranks"].get<int64_t>()) / 1e6);
+    }
   }
   std::printf("\n%s", describe(split).c_str());
   std::printf("activations per rank (estimate; one micro batch of %lld rows x %lld tokens, saved for backward): "

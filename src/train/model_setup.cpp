@@ -63,6 +63,11 @@ int64_t global_parameter_count(const ShardedModel& model) {
     for (int64_t d : model.global_shape(name, sp.spec.global_shape())) n *= d;
     total += n;
   }
+  for (const auto& [name, shape] : model.other_ranks_params) {  // the other ep ranks' experts
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    total += n;
+  }
   return total;
 }
 

@@ -92,7 +92,8 @@ struct ShardedModel {
   std::vector<optim::GradShardSet> grad_sets() const;
 };
 
-// Parameters of the whole (unsharded) model, counted from the shards' global shapes.
+// Parameters of the whole (unsharded) model, counted from the shards' global
+// shapes and the other ep ranks' experts.
 int64_t global_parameter_count(const ShardedModel& model);
 
 // One parameter's place on the whole mesh (SPEC 3: one ShardSpec per

@@ -2,7 +2,10 @@
 // tests/models/hf_configs) FSDP-sharded over 16 ranks counts every expert and
 // router parameter once, and each rank's share matches a hand computation
 // from the published dimensions (the 8-row routers leave ranks 8..15 none of
-// theirs); tensor and expert parallelism are refused with exit 2.
+// theirs). With expert parallelism (EP 8 x ep_shard 2 on 16 ranks) each rank
+// holds one expert per layer, half its rows, and the token exchange per step
+// is the hand-computed closed form for uniform routing; tensor parallelism
+// over MoE and --predict with ep > 1 are refused with exit 2.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -46,14 +49,67 @@ TEST(MoePlanCli, Mixtral8x7BOnSixteenRanksCountsEveryExpertOnce) {
   EXPECT_EQ(sum, total);
 }
 
-TEST(MoePlanCli, TensorAndExpertParallelismAreRefused) {
+TEST(MoePlanCli, Mixtral8x7BWithEp8HoldsOneExpertPerLayerPerRank) {
+  const auto r = run_tessel("plan --world 16 " + kMixtral +
+                                " policy.dtensor_cfg.expert_parallel_size=8 policy.precision=float32"
+                                " policy.max_total_sequence_length=4096 policy.train_micro_batch_size=1"
+                                " policy.train_global_batch_size=16 policy.dtensor_cfg.activation_checkpointing=false"
+                                " --json",
+                            /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  const int64_t attention = 4096LL * (4096 + 1024 + 1024 + 4096);
+  const int64_t router = 8LL * 4096;
+  const int64_t expert = 3LL * 14336 * 4096;
+  const int64_t dense = 32 * (attention + router + 2 * 4096) + 2LL * 32000 * 4096 + 4096;
+  ASSERT_EQ(j["ranks"].size(), 16u);
+  int64_t sum = 0;
+  for (size_t rank = 0; rank < 16; ++rank) {
+    const auto& got = j["ranks"][rank];
+    // The dense part over all 16 ranks as without EP; experts: rank r is ep
+    // position r % 8 (expert r % 8 of every layer), ep_shard position r / 8
+    // (half of each expert's rows).
+    const int64_t dense_share = (dense - 32 * router) / 16 + (rank < 8 ? 32 * 4096 : 0);
+    const int64_t expert_share = 32 * expert / 2;
+    EXPECT_EQ(got["ep"].get<int>(), static_cast<int>(rank % 8)) << rank;
+    EXPECT_EQ(got["expert_elements"].get<int64_t>(), expert_share) << rank;
+    EXPECT_EQ(got["param_elements"].get<int64_t>(), dense_share + expert_share) << rank;
+    sum += got["param_elements"].get<int64_t>();
+  }
+  EXPECT_EQ(sum, 46702792704LL);
+  const auto& e = j["experts"];
+  EXPECT_EQ(e["ep"].get<int>(), 8);
+  EXPECT_EQ(e["ep_shard"].get<int>(), 2);
+  EXPECT_EQ(e["experts_per_rank"].get<int>(), 1);
+  EXPECT_EQ(e["sparse_layers"].get<int>(), 32);
+  EXPECT_EQ(e["expert_bytes_per_rank"].get<int64_t>(), 32 * expert / 2 * 4);
+  // dp 16 and global batch 16: one micro batch of 4096 tokens per rank; each
+  // of 32 layers sends 7/8 of its 4096 x 2 assignments away and gets as many
+  // back, fp32 rows of 4096; backward the same rows again; counts: 1 int64
+  // to each of 7 peers per layer.
+  const int64_t rows_off = 32 * (4096 * 2 * 7 / 8);
+  const int64_t row_bytes = 2 * rows_off * 4096 * 4;
+  const auto& a = e["all_to_all"];
+  EXPECT_EQ(a["forward_calls_per_rank"].get<int64_t>(), 32);
+  EXPECT_EQ(a["rows_off_rank_per_rank"].get<int64_t>(), rows_off);
+  EXPECT_EQ(a["bytes_per_rank"].get<int64_t>(), 32 * 7 * 8 + 2 * row_bytes);
+  EXPECT_EQ(a["bytes_all_ranks"].get<int64_t>(), 16 * (32 * 7 * 8 + 2 * row_bytes));
+  // The text form says the same in words.
+  const auto text = run_tessel("plan --world 16 " + kMixtral + " policy.dtensor_cfg.expert_parallel_size=8");
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr("experts: 8 per sparse layer over ep 8 (1 per rank, their rows over ep_shard 2)"));
+  EXPECT_THAT(text.output, HasSubstr("token exchange per step (all-to-all, estimate for uniform routing)"));
+  EXPECT_THAT(text.output, HasSubstr("(experts 7..7)"));
+}
+
+TEST(MoePlanCli, TensorParallelismAndPredictWithEpAreRefused) {
   auto r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.tensor_parallel_size=2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("mixture-of-experts"));
   EXPECT_THAT(r.output, HasSubstr("tensor_parallel_size=1"));
-  r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.expert_parallel_size=2");
+  r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.expert_parallel_size=2 --predict --gflops 100");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("does not model expert parallelism"));
+  EXPECT_THAT(r.output, HasSubstr("run tessel plan without --predict"));
   r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.expert_parallel_size=3");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("world size 4 is not divisible"));
