@@ -200,7 +200,13 @@ nn::Tensors FSDPState::pre_forward(nn::Tensors inputs) {
       group_->wait_for_unshard();
       group_->use_unsharded_params();
     }
-    return cast(std::move(inputs), mp_.param_dtype);
+    inputs = cast(std::move(inputs), mp_.param_dtype);
+    // A group nested inside the checkpointed module (an expert under expert
+    // parallelism) ran its ordinary forward without grad, so nothing armed its
+    // reduce-scatter: arm it on the recomputed graph, where its gradients are
+    // made.
+    if (group_ && at::GradMode::is_enabled() && !needs_post_backward_) inputs = arm_post_backward(std::move(inputs));
+    return inputs;
   }
   if (!context_) lazy_init();
   if (is_root_) {
@@ -221,23 +227,28 @@ nn::Tensors FSDPState::pre_forward(nn::Tensors inputs) {
   }
   inputs = cast(std::move(inputs), mp_.param_dtype);
   if (grad && group_) {
-    needs_post_backward_ = true;
     pre_backward_done_ = false;
-    // Route every floating input that requires grad through RegisterPostBackward.
-    torch::autograd::variable_list wrapped;
-    std::vector<size_t> where;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].defined() && inputs[i].requires_grad()) {
-        wrapped.push_back(inputs[i]);
-        where.push_back(i);
-      }
+    inputs = arm_post_backward(std::move(inputs));
+  }
+  return inputs;
+}
+
+nn::Tensors FSDPState::arm_post_backward(nn::Tensors inputs) {
+  needs_post_backward_ = true;
+  // Route every floating input that requires grad through RegisterPostBackward.
+  torch::autograd::variable_list wrapped;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].defined() && inputs[i].requires_grad()) {
+      wrapped.push_back(inputs[i]);
+      where.push_back(i);
     }
-    if (!wrapped.empty()) {
-      auto holder = c10::make_intrusive<StateHolder>();
-      holder->state = weak_from_this();
-      auto outs = RegisterPostBackward::apply(holder, at::TensorList(wrapped));
-      for (size_t j = 0; j < where.size(); ++j) inputs[where[j]] = outs[j];
-    }
+  }
+  if (!wrapped.empty()) {
+    auto holder = c10::make_intrusive<StateHolder>();
+    holder->state = weak_from_this();
+    auto outs = RegisterPostBackward::apply(holder, at::TensorList(wrapped));
+    for (size_t j = 0; j < where.size(); ++j) inputs[where[j]] = outs[j];
   }
   return inputs;
 }

@@ -59,6 +59,9 @@ class FSDPState : public std::enable_shared_from_this<FSDPState> {
  private:
   void lazy_init();
   void prefetch(const std::vector<FSDPState*>& order, int step);
+  // Routes the inputs through RegisterPostBackward, so this group's
+  // reduce-scatter runs once backward has passed them.
+  nn::Tensors arm_post_backward(nn::Tensors inputs);
   nn::Tensors cast(nn::Tensors tensors, std::optional<at::ScalarType> dtype) const;
 
   nn::Module* module_;

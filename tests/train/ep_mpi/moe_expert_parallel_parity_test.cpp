@@ -9,6 +9,7 @@
 // it holds and the dense parameters, and the experts of the ep group
 // together are all of them. The presets' routing leaves experts without
 // tokens from some ranks (asserted through the dispatch's counters).
+// EP 2 x FSDP 2 with activation checkpointing.
 // Checkpoints written under EP 2 x FSDP 2 resume at world 1, EP 2 and EP 4,
 // one written under EP 2 x HSDP 2 at world 1 (steps 6-10 as one process's,
 // each element in one rank file); Hugging Face weights load under EP 2 x
@@ -105,6 +106,16 @@ TEST_F(MoeExpertParallelParity, Ep2Ep4AndEp2TimesFsdp2MatchOneProcess) {
     EXPECT_EQ(ep2_fsdp2.model.ep_shard_group->size(), 2);
     expect_same_steps(ep2_fsdp2, ref1, std::string(preset) + " ep2 x fsdp2");
   }
+}
+
+TEST_F(MoeExpertParallelParity, ActivationCheckpointingRerunsTheExchange) {
+  if (dist::world()->size() != 4) GTEST_SKIP() << "written for 4 ranks";
+  // Backward re-runs each layer's forward, so every rank exchanges its tokens
+  // again, in the same order on every rank, before the reverse exchanges.
+  const std::vector<std::string> checkpointing = {"policy.dtensor_cfg.activation_checkpointing=true"};
+  TrainResult ref = run("tiny-qwen3-moe", sizes_of(1, 1), 1);
+  TrainResult got = run("tiny-qwen3-moe", sizes_of(4, 2), 1, checkpointing);
+  expect_same_steps(got, ref, "ep2 x fsdp2 with activation checkpointing");
 }
 
 TEST_F(MoeExpertParallelParity, Ep2WithHsdp2MatchesOneProcess) {
