@@ -23,6 +23,8 @@ Registry& registry() {
     reg->builders["Qwen2ForCausalLM"] = qwen2_optimized_plan;
     reg->builders["Qwen3ForCausalLM"] = qwen3_optimized_plan;
     reg->builders["Gemma3ForCausalLM"] = gemma3_optimized_plan;
+    reg->builders["Qwen3MoeForCausalLM"] = qwen3_moe_optimized_plan;
+    reg->builders["MixtralForCausalLM"] = mixtral_optimized_plan;
     return reg;
   }();
   return *r;

@@ -37,5 +37,7 @@ Plan mistral_optimized_plan(const models::ModelConfig& config, const OptimizedPl
 Plan qwen2_optimized_plan(const models::ModelConfig& config, const OptimizedPlanOptions& options);
 Plan qwen3_optimized_plan(const models::ModelConfig& config, const OptimizedPlanOptions& options);
 Plan gemma3_optimized_plan(const models::ModelConfig& config, const OptimizedPlanOptions& options);
+Plan qwen3_moe_optimized_plan(const models::ModelConfig& config, const OptimizedPlanOptions& options);
+Plan mixtral_optimized_plan(const models::ModelConfig& config, const OptimizedPlanOptions& options);
 
 }  // namespace tessel::parallel

@@ -45,16 +45,45 @@ ResolvedPlan resolve_parallel_plan(const dist::MeshLayout& mesh, const config::P
     return finish(std::move(r), options);
   }
   if (models::is_moe(model)) {
-    // Every tp rank must route every token alike for per-expert collectives
-    // to match, and HF's MoE plans split experts per expert or only for
-    // inference; refused until tensor parallelism over MoE layers is built
-    // and tested (the experts then replicated or split whole).
-    throw UsageError(fmt::format(
-        "tensor_parallel_size={} is not supported for the mixture-of-experts model {} ({} experts): tensor "
-        "parallelism over MoE models (dense or expert styles, custom plans included) is not built yet; set "
-        "policy.dtensor_cfg.tensor_parallel_size=1 (the experts and the dense layers are FSDP-sharded over "
-        "dp_shard_cp)",
-        tp, arch, model.num_experts));
+    // Only the optimized plans split MoE models, over their dense part (the
+    // router and experts stay whole on every tp rank, which route every token
+    // alike); a custom or HF plan could split experts or the router, which
+    // training does not support (HF's MoE plans are inference plans).
+    const auto refuse = [&](const std::string& what) {
+      return UsageError(fmt::format("tensor_parallel_size={} with the mixture-of-experts model {} ({} experts): {}",
+                                    tp, arch, model.num_experts, what));
+    };
+    if (par.custom_parallel_plan) {
+      throw refuse("custom plans over MoE models are not built (the optimized plan splits attention and the dense "
+                   "layers' MLPs, keeping routers and experts whole); remove "
+                   "policy.dtensor_cfg.custom_parallel_plan");
+    }
+    if (par.sequence_parallel) {
+      throw refuse("sequence parallelism over MoE layers is not built (each tp rank would route only part of each "
+                   "row); set policy.dtensor_cfg.sequence_parallel=false");
+    }
+    if (mesh.ep() > 1) {
+      throw refuse(fmt::format("tensor parallelism together with expert_parallel_size={} is not built (the ranks of "
+                               "a tp group hold the same tokens); set one of them to 1",
+                               mesh.ep()));
+    }
+    const auto builder = find_optimized_plan(model.architecture);
+    if (!builder) {
+      throw refuse("no optimized plan is registered for it, and HF's MoE plans are inference plans; set "
+                   "policy.dtensor_cfg.tensor_parallel_size=1");
+    }
+    try {
+      r.plan = (*builder)(model, OptimizedPlanOptions{tp, false});
+    } catch (const Error& e) {
+      throw refuse(std::string(e.what()) + "; set policy.dtensor_cfg.tensor_parallel_size=1 or a tp size that "
+                                           "divides the heads");
+    }
+    r.source = PlanSource::Optimized;
+    r.parallelize_options.plan_name = "optimized plan for " + arch;
+    r.log_line = fmt::format("tensor-parallel plan: optimized plan for {} (tp {}, sequence parallel off): attention "
+                             "and the dense layers' MLPs split, routers and experts whole on every tp rank",
+                             arch, tp);
+    return finish(std::move(r), options);
   }
   const std::string sp = par.sequence_parallel ? "on" : "off";
 

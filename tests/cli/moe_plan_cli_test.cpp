@@ -4,8 +4,9 @@
 // from the published dimensions (the 8-row routers leave ranks 8..15 none of
 // theirs). With expert parallelism (EP 8 x ep_shard 2 on 16 ranks) each rank
 // holds one expert per layer, half its rows, and the token exchange per step
-// is the hand-computed closed form for uniform routing; tensor parallelism
-// over MoE and --predict with ep > 1 are refused with exit 2.
+// is the hand-computed closed form for uniform routing. Tensor parallelism
+// splits only attention (routers and experts whole); sequence parallelism,
+// tp with ep, and --predict with ep > 1 are refused with exit 2.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -102,11 +103,32 @@ TEST(MoePlanCli, Mixtral8x7BWithEp8HoldsOneExpertPerLayerPerRank) {
   EXPECT_THAT(text.output, HasSubstr("(experts 7..7)"));
 }
 
-TEST(MoePlanCli, TensorParallelismAndPredictWithEpAreRefused) {
-  auto r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.tensor_parallel_size=2");
+TEST(MoePlanCli, TensorParallelismSplitsOnlyTheDensePart) {
+  const auto r = run_tessel("plan --world 2 " + kMixtral + " policy.dtensor_cfg.tensor_parallel_size=2 --json",
+                            /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["plan"]["source"].get<std::string>(), "optimized");
+  bool attention = false;
+  for (const auto& m : j["modules"]) {
+    const std::string path = m["module"].get<std::string>();
+    EXPECT_EQ(path.find("block_sparse_moe"), std::string::npos) << path;
+    attention = attention || path.find("self_attn.q_proj") != std::string::npos;
+  }
+  EXPECT_TRUE(attention);
+  // Every tp rank holds all 8 experts of every layer whole (1 dp rank).
+  EXPECT_EQ(j["ranks"][0]["expert_elements"].get<int64_t>(), 32LL * 8 * 3 * 14336 * 4096);
+}
+
+TEST(MoePlanCli, SequenceParallelTpWithEpAndPredictWithEpAreRefused) {
+  auto r = run_tessel("plan --world 4 " + kMixtral +
+                      " policy.dtensor_cfg.tensor_parallel_size=2 policy.dtensor_cfg.sequence_parallel=true");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("mixture-of-experts"));
-  EXPECT_THAT(r.output, HasSubstr("tensor_parallel_size=1"));
+  EXPECT_THAT(r.output, HasSubstr("sequence_parallel=false"));
+  r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.tensor_parallel_size=2 policy.dtensor_cfg.expert_parallel_size=2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("set one of them to 1"));
   r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.expert_parallel_size=2 --predict --gflops 100");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("run tessel plan without --predict"));

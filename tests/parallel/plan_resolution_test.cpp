@@ -271,18 +271,35 @@ TEST(Styles, HfMixtureOfExpertsStylesAreRefusedWithTheWayOut) {
   }
 }
 
-// No plan source may split a MoE model over tp yet (the router included):
-// the optimized/HF path and a custom plan are refused alike, at tp > 1 only.
-TEST(Resolve, MixtureOfExpertsModelsRefuseTensorParallelism) {
+// MoE models: only the optimized plan splits them, over attention and the
+// dense layers' MLPs; no entry reaches a router or an expert. Custom plans,
+// sequence parallelism and tp with ep are refused with the way out.
+TEST(Resolve, MixtureOfExpertsModelsSplitOnlyTheirDensePart) {
   for (const char* arch : {"Qwen3MoeForCausalLM", "MixtralForCausalLM"}) {
     const models::ModelConfig moe = config_with(arch, R"(, "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2)");
     ASSERT_TRUE(models::is_moe(moe)) << arch;
     EXPECT_EQ(resolve_for(tp(1), moe).source, PlanSource::None);
+    const ResolvedPlan r = resolve_for(tp(2), moe);
+    EXPECT_EQ(r.source, PlanSource::Optimized) << arch;
+    bool splits_attention = false;
+    for (const auto& entry : r.plan.entries) {
+      splits_attention = splits_attention || entry.pattern == "model.layers.*.self_attn.q_proj";
+      const std::string& pattern = entry.pattern;
+      for (const char* path : {"model.layers.0.mlp", "model.layers.0.mlp.gate", "model.layers.0.mlp.experts.1.gate_proj",
+                               "model.layers.0.block_sparse_moe", "model.layers.0.block_sparse_moe.gate",
+                               "model.layers.0.block_sparse_moe.experts.1.w1"}) {
+        EXPECT_FALSE(match_pattern(pattern, path)) << arch << ": " << pattern << " reaches " << path;
+      }
+    }
+    EXPECT_TRUE(splits_attention) << arch;
     auto custom = tp(2);
     config::Config inline_plan;
     inline_plan.set("model.layers.*.self_attn.q_proj", config::Config("colwise"));
     custom.custom_parallel_plan = config::CustomPlanSpec{"", inline_plan};
-    for (const auto& par : {tp(2), custom}) {
+    auto sequence_parallel = tp(2);
+    sequence_parallel.sequence_parallel = true;
+    for (const auto& [par, way_out] : {std::pair{custom, "custom_parallel_plan"},
+                                       std::pair{sequence_parallel, "sequence_parallel=false"}}) {
       try {
         resolve_for(par, moe);
         FAIL() << "expected UsageError for " << arch;
@@ -290,7 +307,7 @@ TEST(Resolve, MixtureOfExpertsModelsRefuseTensorParallelism) {
         const std::string msg = e.what();
         EXPECT_NE(msg.find(arch), std::string::npos) << msg;
         EXPECT_NE(msg.find("mixture-of-experts"), std::string::npos) << msg;
-        EXPECT_NE(msg.find("tensor_parallel_size=1"), std::string::npos) << msg;
+        EXPECT_NE(msg.find(way_out), std::string::npos) << msg;
       }
     }
   }

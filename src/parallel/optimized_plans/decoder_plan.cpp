@@ -1,6 +1,8 @@
 #include "parallel/optimized_plans/decoder_plan.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "parallel/colwise.h"
@@ -43,13 +45,30 @@ Plan decoder_plan(const models::ModelConfig& c, const OptimizedPlanOptions& o, c
                                                                 Layouts{rep, std::nullopt, std::nullopt}));
     add_qkv();
     p.add(L + "self_attn.o_proj", rowwise);
-    p.add(L + "mlp", std::make_shared<PrepareModuleInput>(Layouts{rep}, Layouts{rep}));
-    p.add(L + "mlp.gate_proj", colwise);
-    p.add(L + "mlp.up_proj", colwise);
-    p.add(L + "mlp.down_proj", rowwise);
+    // An MoE block's input arrives replicated (o_proj's all-reduce) and
+    // identical on every tp rank, so every rank routes every token alike and
+    // computes whole experts: its input gradient is complete, not partial,
+    // and must not be all-reduced like a split MLP's.
+    std::vector<std::string> mlps = {L + "mlp"};
+    if (shape.moe) {
+      mlps.clear();
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+        if (!models::is_moe_layer(c, i)) mlps.push_back("model.layers." + std::to_string(i) + ".mlp");
+      }
+    }
+    for (const auto& mlp : mlps) {
+      p.add(mlp, std::make_shared<PrepareModuleInput>(Layouts{rep}, Layouts{rep}));
+      p.add(mlp + ".gate_proj", colwise);
+      p.add(mlp + ".up_proj", colwise);
+      p.add(mlp + ".down_proj", rowwise);
+    }
     p.add("lm_head", std::make_shared<ColwiseParallel>(Layout::replicate(), Layout::shard(-1)));
     return p;
   }
+  // Sequence parallelism would hand each tp rank a part of each row: the MoE
+  // block would route only those tokens and the load-balancing loss see
+  // partial statistics.
+  TESSEL_CHECK(!shape.moe, "sequence parallelism over mixture-of-experts layers is not built");
   const Layout seq = Layout::shard(1);
   auto to_seq = std::make_shared<RowwiseParallel>(Layout::shard(-1), seq);
   auto sp = std::make_shared<SequenceParallel>(1);

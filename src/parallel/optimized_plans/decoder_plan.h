@@ -14,6 +14,9 @@ namespace tessel::parallel::optimized {
 
 struct DecoderPlanShape {
   bool qk_norm = false;
+  // Mixture of experts: the sparse layers' MoE blocks (router and experts)
+  // stay whole on every tp rank, so only the dense layers' MLPs are split.
+  bool moe = false;
   std::vector<std::string> layer_norms = {"input_layernorm", "post_attention_layernorm"};
 };
 

@@ -3,9 +3,10 @@
 // copy), FSDP 4 and HSDP 2 x 2 give the same loss (cross-entropy plus the
 // load-balancing term), aux loss and gradient norm per step as one process
 // over 10 steps (SPEC 8), and the same final parameters. Every parameter,
-// experts and routers included, is sharded over dp_shard_cp. Tensor and
-// context parallelism over MoE models are refused with a message naming the
-// way out.
+// experts and routers included, is sharded over dp_shard_cp. TP 2 and TP 2
+// x FSDP 2 (attention split, routers and experts whole on every tp rank)
+// match too; context parallelism and sequence parallelism over MoE models
+// are refused with a message naming the way out.
 //
 // The aux loss is a mean over micro batches of HF's per-forward value, so the
 // single-process reference uses the micro batch size of the layout it is
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -87,22 +89,51 @@ TEST_F(MoeTrainingParity, FsdpAndHsdpMatchOneProcess) {
   }
 }
 
-TEST_F(MoeTrainingParity, TensorAndContextParallelismAreRefused) {
-  dist::MeshSizes tp2 = sizes_of(2);
-  tp2.tp = 2;
-  dist::MeshSizes cp2 = sizes_of(2);
+TEST_F(MoeTrainingParity, TensorParallelOverTheDensePartMatchesOneProcess) {
+  for (const char* preset : {"tiny-qwen3-moe", "tiny-mixtral"}) {
+    SCOPED_TRACE(preset);
+    // Attention (and dense MLPs) split over tp 2; routers and experts whole
+    // on both tp ranks, which route every token alike.
+    const std::vector<std::string> tp = {"policy.dtensor_cfg.tensor_parallel_size=2"};
+    dist::MeshSizes tp2 = sizes_of(2), tp2_fsdp2 = sizes_of(4);
+    tp2.tp = 2;
+    tp2_fsdp2.tp = 2;
+    // Steps as one process's; the parameters tp leaves whole (routers,
+    // experts, norms) equal one process's on every rank.
+    auto expect_same = [](TrainResult got, TrainResult ref, const std::string& what) {
+      testing::expect_same_moe_steps(got, ref, what);
+      const auto want = testing::full_params(ref);
+      int64_t experts = 0;
+      for (const auto& [name, full] : testing::full_params(got)) {
+        ASSERT_TRUE(want.count(name)) << what << ": " << name;
+        if (full.sizes() != want.at(name).sizes()) continue;  // a tp piece
+        experts += name.find(".experts.") != std::string::npos;
+        EXPECT_TRUE(at::allclose(full, want.at(name), 1e-4, 1e-5))
+            << what << ": " << name << " max diff " << (full - want.at(name)).abs().max().item<float>();
+      }
+      EXPECT_GT(experts, 0) << what << ": the experts were split over tp";
+    };
+    expect_same(run(preset, tp2, 2, tp), run(preset, sizes_of(1), 2), std::string(preset) + " tp2");
+    expect_same(run(preset, tp2_fsdp2, 1, tp), run(preset, sizes_of(1), 1), std::string(preset) + " tp2 x fsdp2");
+  }
+}
+
+TEST_F(MoeTrainingParity, ContextParallelismAndSequenceParallelAreRefused) {
+  dist::MeshSizes cp2 = sizes_of(2), tp2 = sizes_of(2);
   cp2.cp = 2;
-  const std::vector<std::pair<dist::MeshSizes, std::vector<std::string>>> layouts = {
-      {tp2, {"policy.dtensor_cfg.tensor_parallel_size=2"}}, {cp2, {"policy.dtensor_cfg.context_parallel_size=2"}}};
-  for (const auto& [sizes, extra] : layouts) {
+  tp2.tp = 2;
+  const std::vector<std::tuple<dist::MeshSizes, std::vector<std::string>, std::string>> layouts = {
+      {cp2, {"policy.dtensor_cfg.context_parallel_size=2"}, "context_parallel_size=1"},
+      {tp2, {"policy.dtensor_cfg.tensor_parallel_size=2", "policy.dtensor_cfg.sequence_parallel=true"},
+       "sequence_parallel=false"}};
+  for (const auto& [sizes, extra, way_out] : layouts) {
     try {
       run("tiny-mixtral", sizes, 2, extra);
-      ADD_FAILURE() << "expected UsageError for " << extra[0];
+      ADD_FAILURE() << "expected UsageError for " << extra.back();
     } catch (const UsageError& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("mixture-of-experts"), std::string::npos) << msg;
-      EXPECT_NE(msg.find(sizes.tp > 1 ? "tensor_parallel_size=1" : "context_parallel_size=1"), std::string::npos)
-          << msg;
+      EXPECT_NE(msg.find(way_out), std::string::npos) << msg;
     }
   }
 }
