@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "nn/format.h"
 #include "nn/rotary.h"
+#include "nn/tiled_attention.h"
 
 namespace tessel::nn {
 
@@ -108,8 +109,8 @@ Tensors Attention::forward(const Tensors& inputs) {
   // [B, Hq, T, D]
   at::Tensor out = kernel_ ? kernel_(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap,
                                      document_ids)
-                           : causal_attention(q, k, v, options_.scale, options_.sliding_window,
-                                              options_.logit_softcap, document_ids);
+                           : tiled_causal_attention(q, k, v, options_.scale, options_.sliding_window,
+                                                    options_.logit_softcap, document_ids);
   out = out.transpose(1, 2).reshape({B, T, q.size(1) * D});
   return {o_proj_->call(out)};
 }

@@ -3,9 +3,8 @@
 //
 // Head counts are derived at each call from the current q_proj/k_proj output
 // widths and the fixed head_dim, so a tensor-parallel shard holding a subset
-// of the heads runs unchanged. Scores are computed one key/value head group at
-// a time: at most one [B, group, T, T] score tensor exists at once rather than
-// [B, heads, T, T] plus the repeated K/V copies of a naive implementation.
+// of the heads runs unchanged. Query heads share their key/value head
+// (grouped-query attention) without repeated K/V copies.
 //
 // Packed rows (data/collate.h, [Note: packing and attention]): an optional
 // document_ids [B, T] integer tensor makes the mask block-diagonal causal:
@@ -58,7 +57,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
                             const at::Tensor& document_ids = {});
 
 // The attention core an Attention module runs on its rotated q, k, v: by
-// default causal_attention over the rank's whole rows. Context parallelism
+// default tiled_causal_attention over the rank's whole rows (same mask and
+// result as causal_attention, which stays the reference; the tiled kernel
+// skips the masked half of the scores and keeps no T x T tensor for backward,
+// nn/tiled_attention.h). Context parallelism
 // installs one that runs a ring over the cp group (parallel/context_parallel.h).
 using AttentionKernel = std::function<at::Tensor(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
@@ -72,7 +74,7 @@ class Attention : public Module {
   const std::shared_ptr<Linear>& k_proj() const { return k_proj_; }
   const std::shared_ptr<Linear>& v_proj() const { return v_proj_; }
   const std::shared_ptr<Linear>& o_proj() const { return o_proj_; }
-  // Replaces the attention core (null restores causal_attention).
+  // Replaces the attention core (null restores tiled_causal_attention).
   void set_kernel(AttentionKernel kernel) { kernel_ = std::move(kernel); }
 
  protected:
@@ -86,7 +88,7 @@ class Attention : public Module {
   AttentionOptions options_;
   std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
   std::shared_ptr<RMSNorm> q_norm_, k_norm_;
-  AttentionKernel kernel_;  // null: causal_attention
+  AttentionKernel kernel_;  // null: tiled_causal_attention
 };
 
 }  // namespace tessel::nn

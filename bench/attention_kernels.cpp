@@ -1,0 +1,84 @@
+// The attention cores side by side on one thread: causal_attention (whole
+// row, autograd) against tiled_causal_attention at several query tiles, and
+// the block kernel of context parallelism run as one rank's ring, forward +
+// backward at bench-medium's shapes (B 2, 8 query / 4 kv heads, head_dim 64)
+// and longer rows. Rounds interleave the kernels (the machine drifts); the
+// median per kernel is printed, one line each.
+//
+// Usage: bench_attention_kernels [--seq T ...] [--rounds N]
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/tiled_attention.h"
+
+namespace {
+
+using Kernel = std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>;
+
+double fwd_bwd_seconds(const Kernel& kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                       const at::Tensor& dout) {
+  const at::Tensor qg = q.detach().requires_grad_(), kg = k.detach().requires_grad_(), vg = v.detach().requires_grad_();
+  const auto t0 = std::chrono::steady_clock::now();
+  kernel(qg, kg, vg).backward(dout);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tessel::nn;
+  std::vector<int64_t> seqs;
+  int rounds = 7;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--rounds") rounds = std::atoi(argv[++i]);
+    else if (a == "--seq") seqs.push_back(std::atoll(argv[++i]));
+  }
+  if (seqs.empty()) seqs = {256, 1024};
+  at::set_num_threads(1);
+  const int64_t B = 2, Hq = 8, Hkv = 4, D = 64;
+  const double scale = 0.125;
+  for (const int64_t T : seqs) {
+    at::manual_seed(0);
+    // As Attention passes them: [B, T, heads, D] projections viewed as [B, heads, T, D].
+    const at::Tensor q = at::randn({B, T, Hq, D}).transpose(1, 2), k = at::randn({B, T, Hkv, D}).transpose(1, 2);
+    const at::Tensor v = at::randn({B, T, Hkv, D}).transpose(1, 2), dout = at::randn({B, Hq, T, D});
+    std::vector<std::pair<std::string, Kernel>> kernels = {
+        {"causal_attention", [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+           return causal_attention(a, b, c, scale);
+         }}};
+    for (int64_t tile : {32, 64, 128, 256}) {
+      if (tile > T) continue;
+      kernels.emplace_back(fmt::format("tiled_causal_attention tile {}", tile),
+                           [&, tile](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+                             return tiled_causal_attention(a, b, c, scale, std::nullopt, std::nullopt, {}, tile);
+                           });
+    }
+    std::vector<std::vector<double>> times(kernels.size());
+    for (int r = 0; r <= rounds; ++r) {
+      for (std::size_t i = 0; i < kernels.size(); ++i) {
+        const double s = fwd_bwd_seconds(kernels[i].second, q, k, v, dout);
+        if (r > 0) times[i].push_back(s);  // round 0 warms up
+      }
+    }
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      fmt::print("T {:>5}  {:<32} fwd+bwd median {:.2f} ms (x{:.2f} of causal_attention)\n", T, kernels[i].first,
+                 1000 * median(times[i]), median(times[i]) / median(times[0]));
+    }
+  }
+  return 0;
+}

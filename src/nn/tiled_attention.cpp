@@ -1,0 +1,141 @@
+#include "nn/tiled_attention.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "nn/attention_blocks.h"
+#include "nn/format.h"
+
+namespace tessel::nn {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// One query tile and the keys it can see.
+struct Tile {
+  int64_t q_start, q_len, k_start, k_len;
+};
+
+std::vector<Tile> tiles_of(int64_t T, int64_t tile, std::optional<int64_t> window) {
+  std::vector<Tile> tiles;
+  for (int64_t t0 = 0; t0 < T; t0 += tile) {
+    const int64_t len = std::min(tile, T - t0);
+    // The first query of the tile sees back to t0 - window + 1 at most.
+    const int64_t k0 = window ? std::max<int64_t>(0, t0 - *window + 1) : 0;
+    tiles.push_back({t0, len, k0, t0 + len - k0});
+  }
+  return tiles;
+}
+
+AttentionBlockMask tile_mask(const Tile& t, std::optional<int64_t> window, const at::Tensor& documents) {
+  AttentionBlockMask m;
+  m.query_start = t.q_start;
+  m.key_start = t.k_start;
+  m.sliding_window = window;
+  if (documents.defined()) {
+    m.query_documents = documents.narrow(1, t.q_start, t.q_len);
+    m.key_documents = documents.narrow(1, t.k_start, t.k_len);
+  }
+  return m;
+}
+
+std::optional<int64_t> window_of(AutogradContext* ctx) {
+  const int64_t w = ctx->saved_data["window"].toInt();
+  return w > 0 ? std::optional<int64_t>(w) : std::nullopt;
+}
+
+AttentionScoring scoring_of(AutogradContext* ctx) {
+  const double cap = ctx->saved_data["softcap"].toDouble();
+  return {ctx->saved_data["scale"].toDouble(), cap > 0 ? std::optional<double>(cap) : std::nullopt};
+}
+
+struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction> {
+  // Options travel as plain values (window 0 / softcap 0: none) because the
+  // context stores IValues; document ids as an optional (autograd rejects
+  // an undefined tensor argument).
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const c10::optional<at::Tensor>& document_ids, double scale, int64_t window,
+                            double softcap, int64_t tile) {
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["window"] = window;
+    ctx->saved_data["softcap"] = softcap;
+    ctx->saved_data["tile"] = tile;
+    const at::Tensor documents = document_ids ? document_ids->to(at::kLong) : at::Tensor();
+    ctx->saved_data["documents"] = documents;
+    const at::ScalarType compute = at::promote_types(q.scalar_type(), at::kFloat);
+    const at::Tensor qc = q.to(compute), kc = k.to(compute), vc = v.to(compute);
+    at::Tensor out = at::empty(qc.sizes(), qc.options());
+    at::Tensor lse = at::empty(qc.sizes().slice(0, 3), qc.options());
+    const auto w = window_of(ctx);
+    for (const Tile& t : tiles_of(q.size(2), tile, w)) {
+      const AttentionBlockResult r =
+          attention_block_forward(qc.narrow(2, t.q_start, t.q_len), kc.narrow(2, t.k_start, t.k_len),
+                                  vc.narrow(2, t.k_start, t.k_len), tile_mask(t, w, documents), scoring_of(ctx));
+      out.narrow(2, t.q_start, t.q_len).copy_(r.out);
+      lse.narrow(2, t.q_start, t.q_len).copy_(r.lse);
+    }
+    out = out.to(q.scalar_type());
+    ctx->save_for_backward({q, k, v, out, lse});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    const at::ScalarType compute = lse.scalar_type();
+    const at::Tensor qc = q.to(compute), kc = k.to(compute), vc = v.to(compute);
+    const at::Tensor dout = grads[0].to(compute).contiguous();
+    // Row sums of dout * out: the softmax backward's correction term, shared
+    // by every key of the row.
+    const at::Tensor delta = (dout * out.to(compute)).sum(-1);
+    const at::Tensor documents = ctx->saved_data["documents"].toTensor();
+    at::Tensor dq = at::empty_like(qc);
+    at::Tensor dk = at::zeros_like(kc), dv = at::zeros_like(vc);
+    const auto w = window_of(ctx);
+    for (const Tile& t : tiles_of(q.size(2), ctx->saved_data["tile"].toInt(), w)) {
+      const AttentionBlockGrads g = attention_block_backward(
+          qc.narrow(2, t.q_start, t.q_len), kc.narrow(2, t.k_start, t.k_len), vc.narrow(2, t.k_start, t.k_len),
+          dout.narrow(2, t.q_start, t.q_len), lse.narrow(2, t.q_start, t.q_len), delta.narrow(2, t.q_start, t.q_len),
+          tile_mask(t, w, documents), scoring_of(ctx));
+      dq.narrow(2, t.q_start, t.q_len).copy_(g.dq);
+      dk.narrow(2, t.k_start, t.k_len).add_(g.dk);
+      dv.narrow(2, t.k_start, t.k_len).add_(g.dv);
+    }
+    return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), {}, {}, {}, {}, {}};
+  }
+};
+
+}  // namespace
+
+at::Tensor tiled_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                                  std::optional<int64_t> sliding_window, std::optional<double> logit_softcap,
+                                  const at::Tensor& document_ids, int64_t query_tile) {
+  TESSEL_CHECK(q.dim() == 4 && k.dim() == 4 && v.sizes() == k.sizes() && k.size(0) == q.size(0) &&
+                   k.size(2) == q.size(2) && k.size(3) == q.size(3),
+               "tiled_causal_attention: q {} k {} v {} do not match ([B, heads, T, D], one T)",
+               shape_string(q.sizes()), shape_string(k.sizes()), shape_string(v.sizes()));
+  TESSEL_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "{} query heads are not a multiple of {} kv heads",
+               q.size(1), k.size(1));
+  TESSEL_CHECK(!sliding_window || *sliding_window > 0, "sliding window must be positive, got {}",
+               sliding_window.value_or(0));
+  TESSEL_CHECK(!logit_softcap || *logit_softcap > 0, "logit softcap must be positive, got {}",
+               logit_softcap.value_or(0));
+  TESSEL_CHECK(query_tile > 0, "query tile must be positive, got {}", query_tile);
+  c10::optional<at::Tensor> documents;
+  if (document_ids.defined()) {
+    TESSEL_CHECK(document_ids.dim() == 2 && document_ids.size(0) == q.size(0) && document_ids.size(1) == q.size(2) &&
+                     !at::isFloatingType(document_ids.scalar_type()),
+                 "tiled_causal_attention: document_ids must be integer [{}, {}], got {} {}", q.size(0), q.size(2),
+                 c10::toString(document_ids.scalar_type()), shape_string(document_ids.sizes()));
+    documents = document_ids.to(q.device());
+  }
+  return TiledAttentionFunction::apply(q, k, v, documents, scale, sliding_window.value_or(0),
+                                       logit_softcap.value_or(0.0), query_tile);
+}
+
+}  // namespace tessel::nn
