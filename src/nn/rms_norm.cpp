@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
+#include "nn/rms_norm_kernel.h"
 
 namespace tessel::nn {
 
@@ -19,6 +20,9 @@ Tensors RMSNorm::forward(const Tensors& inputs) {
   at::Tensor w = weight();
   TESSEL_CHECK(x.size(-1) == w.size(0), "RMSNorm {}: input last dim {} but weight has {}", path(),
                x.size(-1), w.size(0));
+  // float32 (the training dtype here): one autograd node, hand-written
+  // backward; other dtypes: the composition below, HF's formula verbatim.
+  if (rms_norm_fp32_applies(x, w)) return {rms_norm_fp32(x, w, eps_, style_ == RMSNormStyle::Gemma)};
   at::Tensor x32 = x.to(at::kFloat);
   at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean({-1}, /*keepdim=*/true) + eps_);
   if (style_ == RMSNormStyle::Gemma) return {(normed * (w.to(at::kFloat) + 1.0)).to(x.scalar_type())};

@@ -60,7 +60,12 @@ void expect_same_training(TrainResult& unpacked, TrainResult& packed, const std:
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : a) {
     ASSERT_TRUE(b.count(name)) << name;
-    EXPECT_TRUE(at::allclose(t, b.at(name), 1e-4, 1e-6))
+    // Both layouts compute the same sums in different orders (attention's
+    // key tiles and reductions start at other positions in a packed row), and
+    // AdamW turns rounding-level gradient differences of elements whose
+    // gradient is near eps into update differences of ~1e-6 after 4 steps
+    // (tiny-gemma3: 2.5e-6 with the tiled attention and RMSNorm kernels).
+    EXPECT_TRUE(at::allclose(t, b.at(name), 1e-4, 5e-6))
         << name << " max diff " << (t - b.at(name)).abs().max().item<float>();
   }
 }
