@@ -1,10 +1,42 @@
 #include "loss/cross_entropy.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include "core/error.h"
+#include "loss/chunked_softmax.h"
 
 namespace tessel::loss {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Per-token loss [N] (0 where ignored) from logits [N, V], in float32, a
+// block of rows at a time (loss/chunked_softmax.h): only the per-row
+// log-sum-exp is kept for backward, beside the logits themselves.
+struct CrossEntropyFunction : torch::autograd::Function<CrossEntropyFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& labels,
+                            int64_t ignore_index) {
+    const at::Tensor valid = labels.ne(ignore_index);
+    const at::Tensor column = at::where(valid, labels, at::zeros_like(labels));
+    const at::Tensor max = row_max(logits);
+    const at::Tensor lse = max + row_sum_exp(logits, max).log_();
+    const at::Tensor loss = at::where(valid, lse - picked_logits(logits, column, valid), at::zeros_like(lse));
+    ctx->save_for_backward({logits, lse, column, valid});
+    return loss;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &logits = saved[0], &lse = saved[1], &column = saved[2], &valid = saved[3];
+    const at::Tensor scale = at::where(valid, grads[0].to(at::kFloat), at::zeros_like(lse));
+    return {softmax_cross_entropy_grad(logits, lse, column, valid, scale), {}, {}};
+  }
+};
+
+}  // namespace
 
 LossSum cross_entropy_sum(const at::Tensor& logits, const at::Tensor& labels,
                           int64_t ignore_index) {
@@ -12,13 +44,12 @@ LossSum cross_entropy_sum(const at::Tensor& logits, const at::Tensor& labels,
                "cross_entropy: logits of rank {} need labels of rank {}, got rank {}",
                logits.dim(), logits.dim() - 1, labels.dim());
   const int64_t vocab = logits.size(-1);
-  at::Tensor flat_logits = logits.reshape({-1, vocab}).to(at::kFloat);
   at::Tensor flat_labels = labels.reshape({-1}).to(at::kLong);
   const int64_t num_valid = count_valid_labels(flat_labels, vocab, ignore_index);
   // Sum reduction: positions with ignore_index contribute zero loss and zero grad.
-  at::Tensor sum = at::nll_loss(at::log_softmax(flat_logits, -1), flat_labels, {},
-                                at::Reduction::Sum, ignore_index);
-  return {sum, num_valid};
+  const at::Tensor per_token =
+      CrossEntropyFunction::apply(logits.reshape({flat_labels.numel(), vocab}), flat_labels, ignore_index);
+  return {per_token.sum(), num_valid};
 }
 
 int64_t count_valid_labels(const at::Tensor& flat_labels, int64_t vocab, int64_t ignore_index) {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "loss/chunked_softmax.h"
 #include "loss/cross_entropy.h"
 
 namespace tessel::loss {
@@ -24,6 +25,35 @@ TEST(CrossEntropy, SumMatchesExplicitFormulaAndIgnoresPositions) {
   EXPECT_TRUE(at::equal(logits.grad()[1], at::zeros({3})));
   // Gradient of row 2 is softmax - onehot = (1/3 - 1, 1/3, 1/3).
   EXPECT_NEAR(logits.grad()[2][0].item<double>(), 1.0 / 3 - 1, 1e-6);
+}
+
+// Rows split into several blocks (a vocabulary large enough that a block
+// holds 3 rows), the last one short, some rows ignored: the loss and the
+// gradient equal log_softmax + nll_loss in float64 (autograd), for float32
+// and bfloat16 logits (the gradient comes back in the logits' dtype).
+TEST(CrossEntropy, BlocksOfRowsMatchLogSoftmaxNll) {
+  const int64_t vocab = 300000, n = 10;
+  ASSERT_EQ(rows_per_chunk(vocab), 3);
+  at::manual_seed(2);
+  const at::Tensor base = at::randn({n, vocab}) * 4.0;
+  at::Tensor labels = at::randint(vocab, {n}, at::kLong);
+  labels[3] = kIgnoreIndex;
+  labels[9] = kIgnoreIndex;
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    at::Tensor logits = base.to(dtype).clone().requires_grad_();  // a new leaf, also for float32
+    const LossSum l = cross_entropy_sum(logits, labels);
+    (l.sum * 0.5).backward();
+    at::Tensor ref_logits = logits.detach().to(at::kDouble).requires_grad_();
+    const at::Tensor ref = at::nll_loss(at::log_softmax(ref_logits, -1), labels, {}, at::Reduction::Sum, kIgnoreIndex);
+    (ref * 0.5).backward();
+    EXPECT_EQ(l.num_valid, 8);
+    EXPECT_NEAR(l.sum.item<double>(), ref.item<double>(), 1e-5 * std::abs(ref.item<double>()));
+    ASSERT_EQ(logits.grad().scalar_type(), dtype);
+    const double tol = dtype == at::kFloat ? 1e-7 : 4e-3;
+    EXPECT_TRUE(at::allclose(logits.grad().to(at::kDouble), ref_logits.grad(), tol, tol))
+        << c10::toString(dtype) << " max diff " << (logits.grad().to(at::kDouble) - ref_logits.grad()).abs().max();
+    EXPECT_TRUE(at::equal(logits.grad()[3], at::zeros({vocab}, dtype)));
+  }
 }
 
 TEST(CrossEntropy, AllIgnoredGivesZeroSumAndCount) {

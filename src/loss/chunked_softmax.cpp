@@ -1,0 +1,75 @@
+#include "loss/chunked_softmax.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace tessel::loss {
+
+namespace {
+
+// Calls fn(begin, len) for consecutive row blocks of logits [N, V].
+template <typename Fn>
+void for_each_chunk(const at::Tensor& logits, Fn&& fn) {
+  const int64_t n = logits.size(0), step = rows_per_chunk(logits.size(1));
+  for (int64_t begin = 0; begin < n; begin += step) fn(begin, std::min(step, n - begin));
+}
+
+at::Tensor float_rows(const at::Tensor& logits, int64_t begin, int64_t len) {
+  return logits.narrow(0, begin, len).to(at::kFloat);
+}
+
+}  // namespace
+
+int64_t rows_per_chunk(int64_t vocab) {
+  constexpr int64_t kChunkElements = int64_t{1} << 20;  // 4 MiB of float32
+  return std::max<int64_t>(1, kChunkElements / std::max<int64_t>(vocab, 1));
+}
+
+at::Tensor row_max(const at::Tensor& logits) {
+  at::Tensor out = at::full({logits.size(0)}, -std::numeric_limits<float>::infinity(),
+                            logits.options().dtype(at::kFloat));
+  if (logits.size(1) == 0) return out;
+  for_each_chunk(logits, [&](int64_t begin, int64_t len) {
+    out.narrow(0, begin, len).copy_(std::get<0>(float_rows(logits, begin, len).max(1)));
+  });
+  return out;
+}
+
+at::Tensor row_sum_exp(const at::Tensor& logits, const at::Tensor& shift) {
+  at::Tensor out = at::zeros({logits.size(0)}, logits.options().dtype(at::kFloat));
+  if (logits.size(1) == 0) return out;
+  for_each_chunk(logits, [&](int64_t begin, int64_t len) {
+    // One new float32 block (sub promotes 16-bit logits against the float shift).
+    at::Tensor block = at::sub(logits.narrow(0, begin, len), shift.narrow(0, begin, len).unsqueeze(1));
+    out.narrow(0, begin, len).copy_(block.exp_().sum(1));
+  });
+  return out;
+}
+
+at::Tensor picked_logits(const at::Tensor& logits, const at::Tensor& column, const at::Tensor& take) {
+  if (logits.size(1) == 0) return at::zeros({logits.size(0)}, logits.options().dtype(at::kFloat));
+  const at::Tensor picked = logits.gather(1, column.unsqueeze(1)).squeeze(1).to(at::kFloat);
+  return at::where(take, picked, at::zeros_like(picked));
+}
+
+at::Tensor softmax_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& lse, const at::Tensor& column,
+                                      const at::Tensor& take, const at::Tensor& scale) {
+  const bool in_float = logits.scalar_type() == at::kFloat;
+  at::Tensor grad = at::empty(logits.sizes(), logits.options());
+  if (logits.size(1) == 0) return grad;
+  for_each_chunk(logits, [&](int64_t begin, int64_t len) {
+    // float32 logits: the block is computed in the gradient's own memory.
+    at::Tensor block = in_float ? grad.narrow(0, begin, len) : at::empty({len, logits.size(1)}, grad.options().dtype(at::kFloat));
+    at::sub_out(block, logits.narrow(0, begin, len), lse.narrow(0, begin, len).unsqueeze(1));
+    block.exp_();
+    const at::Tensor rows_take = take.narrow(0, begin, len);
+    block.scatter_add_(1, column.narrow(0, begin, len).unsqueeze(1), -rows_take.to(at::kFloat).unsqueeze(1));
+    block.mul_(scale.narrow(0, begin, len).unsqueeze(1));
+    if (!in_float) grad.narrow(0, begin, len).copy_(block);
+  });
+  return grad;
+}
+
+}  // namespace tessel::loss
