@@ -44,11 +44,14 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["valid_tokens"] = m.valid_tokens;
   j["tokens_per_s"] = m.tokens_per_s;
   j["step_time_s"] = m.step_time_s;
-  j["peak_rss_bytes"] = m.peak_rss_bytes;
-  j["peak_rss_bytes_max"] = max_over_ranks(m.peak_rss_bytes);
-  // Bytes the step's collectives sent, summed over ranks: to peers on the
-  // same node and across nodes, per mesh group.
-  add_sent_bytes(j, m.sent_bytes);
+  // Only at the steps that gathered them (logger.rank_metrics_period).
+  if (!m.peak_rss_bytes.empty()) {
+    j["peak_rss_bytes"] = m.peak_rss_bytes;
+    j["peak_rss_bytes_max"] = max_over_ranks(m.peak_rss_bytes);
+    // Bytes the step's collectives sent, summed over ranks: to peers on the
+    // same node and across nodes, per mesh group.
+    add_sent_bytes(j, m.sent_bytes);
+  }
   out_ << j.dump() << '\n';
   out_.flush();
 }

@@ -25,6 +25,7 @@ struct StepMetrics {
   int64_t valid_tokens = 0;     // tokens with a loss (response tokens)
   double tokens_per_s = 0.0;    // tokens / step_time_s
   double step_time_s = 0.0;
+  // Both empty except at steps that gathered them (logger.rank_metrics_period):
   std::vector<int64_t> peak_rss_bytes;  // per world rank (VmHWM)
   GroupBytes sent_bytes;                // per mesh group, summed over ranks (link_traffic.h)
 };

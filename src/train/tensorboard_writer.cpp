@@ -145,16 +145,20 @@ void TensorBoardWriter::write_scalars(int64_t step,
 }
 
 void TensorBoardWriter::write(const StepMetrics& m) {
-  write_scalars(m.step, {{"train/loss", m.loss},
-                         {"train/grad_norm", m.grad_norm},
-                         {"train/lr", m.lr},
-                         {"train/tokens", static_cast<double>(m.tokens)},
-                         {"train/valid_tokens", static_cast<double>(m.valid_tokens)},
-                         {"train/tokens_per_s", m.tokens_per_s},
-                         {"train/step_time_s", m.step_time_s},
-                         {"train/peak_rss_bytes_max",
-                          static_cast<double>(max_over_ranks(m.peak_rss_bytes))},
-                         {"train/inter_node_bytes", static_cast<double>(total_other_node(m.sent_bytes))}});
+  std::vector<std::pair<std::string, double>> scalars = {
+      {"train/loss", m.loss},
+      {"train/grad_norm", m.grad_norm},
+      {"train/lr", m.lr},
+      {"train/tokens", static_cast<double>(m.tokens)},
+      {"train/valid_tokens", static_cast<double>(m.valid_tokens)},
+      {"train/tokens_per_s", m.tokens_per_s},
+      {"train/step_time_s", m.step_time_s}};
+  // Only at the steps that gathered every rank's figures (logger.rank_metrics_period).
+  if (!m.peak_rss_bytes.empty()) {
+    scalars.emplace_back("train/peak_rss_bytes_max", static_cast<double>(max_over_ranks(m.peak_rss_bytes)));
+    scalars.emplace_back("train/inter_node_bytes", static_cast<double>(total_other_node(m.sent_bytes)));
+  }
+  write_scalars(m.step, scalars);
 }
 
 void TensorBoardWriter::write(const ValMetrics& m) {

@@ -225,7 +225,7 @@ const std::vector<CheckedSection>& checked_config_sections() {
        {"enabled", "checkpoint_dir", "metric_name", "higher_is_better", "keep_top_k", "save_period",
         "save_optimizer", "checkpoint_must_save_by", "resume_from"}},
       {"logger",
-       {"log_dir", "tensorboard_enabled", "tensorboard", "monitor_gpus", "wandb_enabled", "mlflow_enabled",
+       {"log_dir", "tensorboard_enabled", "tensorboard", "rank_metrics_period", "monitor_gpus", "wandb_enabled", "mlflow_enabled",
         "swanlab_enabled"}},
       {"logger.tensorboard", {"log_dir"}},
       {"cluster", {"num_nodes", "gpus_per_node"}},
@@ -304,6 +304,7 @@ TrainOptions train_options_from(const Config& c) {
 
   o.log_dir = c.get_or<std::string>("logger.log_dir", "logs");
   o.tensorboard = c.get_or<bool>("logger.tensorboard_enabled", false);
+  o.rank_metrics_period = c.has("logger.rank_metrics_period") ? positive(c, "logger.rank_metrics_period") : 10;
   // As the reference's logger, event files go to <log_dir>/tensorboard; its
   // logger.tensorboard.log_dir is read for its type only.
   (void)c.get_or<std::optional<std::string>>("logger.tensorboard.log_dir", std::nullopt);

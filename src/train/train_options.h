@@ -117,6 +117,10 @@ struct TrainOptions {
   // logger.tensorboard_enabled: event files under <log_dir>/tensorboard, where
   // the reference's logger puts them (its logger.tensorboard.log_dir is not read).
   bool tensorboard = false;
+  // logger.rank_metrics_period (tessel's own key): every how many steps the
+  // train records carry every rank's peak RSS and bytes sent, which takes an
+  // all-gather over the world; step 1 of a run and its last step always do.
+  int64_t rank_metrics_period = 10;
   CheckpointOptions checkpoint;
 };
 

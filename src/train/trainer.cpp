@@ -310,6 +310,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     const double lr = optim::lr_at(o.lr_schedule, step);
     const StepResult r = train_step(sharded, optimizer, mesh, batches, lr, o.max_grad_norm);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const GroupBytes sent = difference(sent_bytes(mesh), sent_before);  // the step's own collectives
 
     StepMetrics m;
     m.step = step + 1;
@@ -321,9 +322,17 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     m.valid_tokens = r.valid_tokens;
     m.step_time_s = seconds;
     m.tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0.0;
-    {
+    // checkpoint_must_save_by: once the time is up the run saves and ends
+    // after this step. Rank 0's clock decides for every rank (clocks and
+    // step ends differ slightly; all ranks must stop at the same step).
+    const bool time_is_up = o.checkpoint.must_save_by && step + 1 < total_steps &&
+                            broadcast_flag(*mesh.world(), Clock::now() - job_start >= *o.checkpoint.must_save_by);
+    const bool last = step + 1 == total_steps || time_is_up;
+    // Every rank's figures need a collective: only every rank_metrics_period
+    // steps, and at a run's first and last step (the final peak counts every
+    // step: VmHWM only grows). Every rank decides alike from the step number.
+    if (step == start_step || last || (step + 1) % o.rank_metrics_period == 0) {
       // One all-gather carries every rank's peak RSS and its step's sends.
-      const GroupBytes sent = difference(sent_bytes(mesh), sent_before);
       std::vector<int64_t> mine = flatten(sent);
       mine.insert(mine.begin(), peak_rss_bytes());
       const std::vector<int64_t> all = gather_values(*mesh.world(), mine);
@@ -345,12 +354,6 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
                               "policy.optimizer.kwargs.lr or set policy.max_grad_norm",
                               r.loss, m.step));
     }
-    // checkpoint_must_save_by: once the time is up the run saves and ends
-    // after this step. Rank 0's clock decides for every rank (clocks and
-    // step ends differ slightly; all ranks must stop at the same step).
-    const bool time_is_up = o.checkpoint.must_save_by && step + 1 < total_steps &&
-                            broadcast_flag(*mesh.world(), Clock::now() - job_start >= *o.checkpoint.must_save_by);
-    const bool last = step + 1 == total_steps || time_is_up;
     // val_at_end validates before the last save, so that checkpoint records its val loss.
     if (validator &&
         ((o.val_period > 0 && (step + 1) % o.val_period == 0) || (last && o.val_at_end))) {

@@ -178,6 +178,7 @@ const std::map<std::string, Probe>& probes() {
 
       {"logger.log_dir", {{}, {"logger.log_dir=elsewhere"}, TRAIN_FIELD(log_dir)}},
       {"logger.tensorboard_enabled", {{}, {"logger.tensorboard_enabled=true"}, TRAIN_FIELD(tensorboard)}},
+      {"logger.rank_metrics_period", {{}, {"+logger.rank_metrics_period=3"}, TRAIN_FIELD(rank_metrics_period)}},
       // Event files go to <log_dir>/tensorboard, as the reference's logger
       // writes them: its tensorboard.log_dir is read for its type only.
       {"logger.tensorboard", {{}, {"logger.tensorboard=7"}, {}}},

@@ -26,6 +26,7 @@ namespace tessel::train {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::TrainFixture;
 using testing::full_params;
 using testing::quiet;
@@ -73,7 +74,13 @@ TEST_F(TrainerTest, ShortRunLearnsAndWritesLogs) {
     }
     if (line.find("\"split\":\"train\"") != std::string::npos) {
       ++train_lines;
-      EXPECT_THAT(line, HasSubstr("\"peak_rss_bytes\":["));
+      // Every rank's peak RSS (a collective) at the first and the last step
+      // only: logger.rank_metrics_period is 10, the run 8 steps.
+      if (train_lines == 1 || train_lines == 8) {
+        EXPECT_THAT(line, HasSubstr("\"peak_rss_bytes\":["));
+      } else {
+        EXPECT_THAT(line, Not(HasSubstr("peak_rss_bytes")));
+      }
       EXPECT_THAT(line, HasSubstr("\"tokens_per_s\""));
     }
   }
@@ -83,6 +90,21 @@ TEST_F(TrainerTest, ShortRunLearnsAndWritesLogs) {
   std::string svg_text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
   EXPECT_THAT(svg_text, HasSubstr("<polyline"));
   EXPECT_TRUE(std::filesystem::exists(log_dir() + "/config.yaml"));
+}
+
+// logger.rank_metrics_period 3 over 7 steps: every rank's figures (a
+// collective) at steps 3 and 6, and at the first and the last step.
+TEST_F(TrainerTest, RankMetricsOnlyAtTheirSteps) {
+  const auto mesh = world_mesh();
+  TrainResult r = train(make_config({"sft.max_num_steps=7", "+logger.rank_metrics_period=3"}), mesh, quiet());
+  ASSERT_EQ(r.steps.size(), 7u);
+  for (const auto& s : r.steps) {
+    const bool due = s.step == 1 || s.step == 3 || s.step == 6 || s.step == 7;
+    EXPECT_EQ(s.peak_rss_bytes.size(), due ? 1u : 0u) << "step " << s.step;
+    if (due) {
+      EXPECT_GT(s.peak_rss_bytes[0], 0);
+    }
+  }
 }
 
 TEST_F(TrainerTest, WarmupScheduleSetsLrPerStep) {
