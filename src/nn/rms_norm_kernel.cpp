@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -18,6 +19,21 @@ using torch::autograd::variable_list;
 
 // Rows per parallel chunk: enough work per task to amortise scheduling.
 constexpr int64_t kRowGrain = 16;
+
+// Σ a[i] * b[i] over n floats: 16 float lanes (independent, so the compiler
+// vectorises them without reassociating one sum) combined in double.
+double dot(const float* a, const float* b, int64_t n) {
+  constexpr int kLanes = 16;
+  float lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] += a[i + l] * b[i + l];
+  }
+  double sum = 0;
+  for (int l = 0; l < kLanes; ++l) sum += lane[l];
+  for (; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
+  return sum;
+}
 
 // w' = w or 1 + w, in float32 as the ATen composition forms it.
 std::vector<float> effective_weight(const at::Tensor& weight, bool offset) {
@@ -42,8 +58,7 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
     at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const float* xr = xp + r * dim;
-        double sum_sq = 0;
-        for (int64_t i = 0; i < dim; ++i) sum_sq += static_cast<double>(xr[i]) * xr[i];
+        const double sum_sq = dot(xr, xr, dim);
         const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + eps));
         rp[r] = inv;
         float* yr = yp + r * dim;
@@ -67,27 +82,32 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
     const float* rp = rstd.data_ptr<float>();
     float* dxp = dx.data_ptr<float>();
     at::parallel_for(0, rows, kRowGrain, [&](int64_t begin, int64_t end) {
+      std::vector<float> g(static_cast<std::size_t>(dim));  // dy * w' of one row
       for (int64_t r = begin; r < end; ++r) {
         const float* xr = xp + r * dim;
         const float* dyr = dyp + r * dim;
         const float inv = rp[r];
-        double dot = 0;  // Σ dy * w' * x̂
-        for (int64_t i = 0; i < dim; ++i) dot += static_cast<double>(dyr[i] * w[static_cast<std::size_t>(i)]) * (xr[i] * inv);
-        const float mean = static_cast<float>(dot / static_cast<double>(dim));
+        for (int64_t i = 0; i < dim; ++i) g[static_cast<std::size_t>(i)] = dyr[i] * w[static_cast<std::size_t>(i)];
+        // mean(dy * w' * x̂) = r * Σ (dy * w') x / dim
+        const float mean = static_cast<float>(inv * dot(g.data(), xr, dim) / static_cast<double>(dim));
         float* dxr = dxp + r * dim;
-        for (int64_t i = 0; i < dim; ++i) {
-          dxr[i] = inv * (dyr[i] * w[static_cast<std::size_t>(i)] - (xr[i] * inv) * mean);
-        }
+        for (int64_t i = 0; i < dim; ++i) dxr[i] = inv * (g[static_cast<std::size_t>(i)] - (xr[i] * inv) * mean);
       }
     });
-    // dw sums over rows: accumulated serially in double, column by column
-    // across each row (rows are the long axis; one pass over x and dy).
+    // dw sums dy * x̂ over rows: float partial sums over blocks of rows (an
+    // elementwise loop the compiler vectorises), blocks added in double.
+    constexpr int64_t kRowsPerPartial = 64;
     std::vector<double> dw_sum(static_cast<std::size_t>(dim), 0.0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = xp + r * dim;
-      const float* dyr = dyp + r * dim;
-      const float inv = rp[r];
-      for (int64_t i = 0; i < dim; ++i) dw_sum[static_cast<std::size_t>(i)] += static_cast<double>(dyr[i] * (xr[i] * inv));
+    std::vector<float> partial(static_cast<std::size_t>(dim));
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerPartial) {
+      std::fill(partial.begin(), partial.end(), 0.0f);
+      for (int64_t r = r0; r < std::min(rows, r0 + kRowsPerPartial); ++r) {
+        const float* xr = xp + r * dim;
+        const float* dyr = dyp + r * dim;
+        const float inv = rp[r];
+        for (int64_t i = 0; i < dim; ++i) partial[static_cast<std::size_t>(i)] += dyr[i] * (xr[i] * inv);
+      }
+      for (int64_t i = 0; i < dim; ++i) dw_sum[static_cast<std::size_t>(i)] += partial[static_cast<std::size_t>(i)];
     }
     at::Tensor dw = at::empty_like(weight);
     float* dwp = dw.data_ptr<float>();
