@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "nn/attention.h"
 #include "nn/tiled_attention.h"
 
@@ -27,15 +28,11 @@ using Kernel = std::function<at::Tensor(const at::Tensor&, const at::Tensor&, co
 double fwd_bwd_seconds(const Kernel& kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                        const at::Tensor& dout) {
   const at::Tensor qg = q.detach().requires_grad_(), kg = k.detach().requires_grad_(), vg = v.detach().requires_grad_();
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = tessel::bench::Clock::now();
   kernel(qg, kg, vg).backward(dout);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return tessel::bench::seconds_since(t0);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -77,7 +74,7 @@ int main(int argc, char** argv) {
     }
     for (std::size_t i = 0; i < kernels.size(); ++i) {
       fmt::print("T {:>5}  {:<32} fwd+bwd median {:.2f} ms (x{:.2f} of causal_attention)\n", T, kernels[i].first,
-                 1000 * median(times[i]), median(times[i]) / median(times[0]));
+                 1000 * tessel::bench::median(times[i]), tessel::bench::median(times[i]) / tessel::bench::median(times[0]));
     }
   }
   return 0;
