@@ -50,7 +50,7 @@ run() {
   local log_dir="$work/$case-$layout"
   local cmd=("$bin" train "${common[@]}" "policy.model_name=$model" "policy.train_global_batch_size=$((n))"
     "policy.dtensor_cfg.dp_replicate_size=$rep" "cluster.gpus_per_node=$n" --nproc "$n"
-    "logger.log_dir=$log_dir" --no-print-config)
+    "logger.log_dir=$log_dir" +logger.rank_metrics_period=1 --no-print-config)  # peak RSS at every step
   local t0 t1 load
   load=$(cat /proc/loadavg)
   t0=$(date +%s.%N)

@@ -54,7 +54,9 @@ for layout in "${layouts[@]}"; do
   log_dir="$out/$layout"
   envs=()
   [[ $layout == single1t ]] && envs=(env TESSEL_NUM_THREADS=1)
-  cmd=("${envs[@]}" "$bin" train "${common[@]}" "logger.log_dir=$log_dir" "${args[@]}" --no-print-config)
+  # +logger.rank_metrics_period=1: every step's record carries the peak RSS.
+  cmd=("${envs[@]}" "$bin" train "${common[@]}" "logger.log_dir=$log_dir" +logger.rank_metrics_period=1 "${args[@]}"
+    --no-print-config)
   load_before=$(cat /proc/loadavg)
   start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   t0=$(date +%s.%N)

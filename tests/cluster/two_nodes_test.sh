@@ -21,8 +21,10 @@ work=$TESSEL_CLUSTER_STATE
 trap 'bash "$root/scripts/cluster/down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
 bash "$root/scripts/cluster/up.sh" 2 1gbit
 
+# Every step's record carries its sent bytes (logger.rank_metrics_period 1).
 common=("$root/examples/configs/default.yaml" sft.max_num_steps=3 sft.val_at_start=false sft.val_at_end=false
-  sft.val_period=0 policy.train_global_batch_size=8 cluster.num_nodes=2 cluster.gpus_per_node=2)
+  sft.val_period=0 policy.train_global_batch_size=8 cluster.num_nodes=2 cluster.gpus_per_node=2
+  +logger.rank_metrics_period=1)
 fail=0
 for replicate in 1 2; do
   name=dp_replicate_$replicate
