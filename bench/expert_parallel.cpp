@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
       "sft.val_period=0",
       "sft.val_at_start=false",
       "sft.val_at_end=false",
-      "checkpointing.enabled=false"};
+      "checkpointing.enabled=false",
+      "+logger.rank_metrics_period=1"};  // every step's sent bytes (train/metrics.h)
   const config::Config cfg = config::load_config(fs::path(source_dir()) / "examples/configs/sft.yaml", overrides);
   const dist::DeviceMesh mesh(dist::MeshLayout(cli::mesh_sizes_from(config::parallelism_from(cfg), n)), world);
   train::RunOptions run;
