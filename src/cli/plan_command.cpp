@@ -191,13 +191,6 @@ void run_plan(const PlanArgs& args) {
   const std::string model_name = cfg.get<std::string>("policy.model_name");
   const models::ModelConfig model_config = model_config_of(model_name);
   parallel::check_expert_parallel(layout.ep(), model_config);
-  if (layout.ep() > 1 && args.predict) {
-    throw UsageError(fmt::format("--predict with policy.dtensor_cfg.expert_parallel_size={}: the step-time model "
-                                 "does not include the token exchange yet; run tessel plan without --predict for "
-                                 "the per-rank expert bytes and the all-to-all bytes per step",
-                                 layout.ep()));
-  }
-
   parallel::ResolveOptions ro;
   ro.vocab_parallel_loss = true;  // the trainer's loss consumes vocab-sharded logits
   ro.log = false;                 // printed below with the rest of the report
@@ -286,14 +279,7 @@ void run_plan(const PlanArgs& args) {
   if (models::is_moe(model_config)) {
     int64_t expert_bytes_max = 0;
     for (const auto& r : ranks) expert_bytes_max = std::max(expert_bytes_max, r["expert_elements"].get<int64_t>() * 4);
-    ExpertExchangeShape shape;
-    shape.hidden = model_config.hidden_size;
-    shape.num_experts = model_config.num_experts;
-    shape.ep = ep;
-    shape.activation_element_bytes = step.param_element_bytes;
-    shape.activation_checkpointing = step.activation_checkpointing;
-    const ExpertExchangeEstimate exchange =
-        uniform_expert_exchange(model_config, shape, step.micro_batch * split.tokens_per_rank, step.micro_batches);
+    const ExpertExchangeEstimate exchange = step_expert_exchange(model_config, ep, step, split.tokens_per_rank);
     experts_json = {{"ep", ep},
                     {"ep_shard", layout.ep_shard()},
                     {"num_experts", model_config.num_experts},

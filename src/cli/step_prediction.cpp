@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "cli/context_split.h"
 #include "core/error.h"
@@ -53,6 +54,17 @@ int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const Ste
   return tokens * (saved_layers * per_token_layer + layer_inputs) * s.param_element_bytes + logit_bytes;
 }
 
+ExpertExchangeEstimate step_expert_exchange(const models::ModelConfig& model, int ep, const StepShape& step,
+                                            int64_t tokens_per_row) {
+  ExpertExchangeShape shape;
+  shape.hidden = model.hidden_size;
+  shape.num_experts = model.num_experts;
+  shape.ep = ep;
+  shape.activation_element_bytes = step.param_element_bytes;
+  shape.activation_checkpointing = step.activation_checkpointing;
+  return uniform_expert_exchange(model, shape, step.micro_batch * tokens_per_row, step.micro_batches);
+}
+
 LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vector<std::vector<NamedShape>>& tp_views,
                                 const models::ModelConfig& model, const ClusterDescription& c, const StepShape& s) {
   TESSEL_CHECK(c.ranks_per_node >= 1 && c.nodes >= 1, "cluster of {} nodes x {} ranks", c.nodes, c.ranks_per_node);
@@ -70,6 +82,11 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   in.reduce_scatter_each_micro_batch = s.reduce_scatter_each_micro_batch;
   in.gather_element_bytes = s.param_element_bytes;
   in.algorithm = c.algorithm;
+  const int ep = layout.ep();
+  if (ep > 1) {
+    in.num_experts = model.num_experts;
+    in.expert_exchange_bytes_per_rank = step_expert_exchange(model, ep, s, s.seq_len).bytes_per_rank;
+  }
   std::vector<train::NodeBytes> per_rank;
   p.bytes = predict_step_traffic(in, &per_rank);
   p.inter_node_bytes = train::total_other_node(p.bytes);
@@ -87,13 +104,23 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   const int tp = layout.size("tp");
   const int shard_size = layout.size("dp_shard_cp");
   const auto& view = tp_views.front();
-  const auto groups = fsdp_group_shards(view, shard_size);
+  // Under expert parallelism: the dense groups and ep position 0's experts
+  // (every position holds as many, of equal shapes).
+  const std::optional<ExpertSplitGroups> split =
+      ep > 1 ? std::optional(expert_split_groups(view, shard_size, model.num_experts, ep, 0, layout.ep_shard()))
+             : std::nullopt;
+  const auto groups = split ? split->dense : fsdp_group_shards(view, shard_size);
   // Per step and group: the forward (and backward) all-gathers, the
-  // reduce-scatters, and HSDP's all-reduce.
-  const int64_t collectives =
-      static_cast<int64_t>(groups.size()) *
-      (s.micro_batches * (s.reshard_after_forward ? 2 : 1) + (s.reduce_scatter_each_micro_batch ? s.micro_batches : 1) +
-       (p.dp_replicate > 1 ? 2 : 0));
+  // reduce-scatters, and HSDP's all-reduce; each expert's gathers and
+  // reduce-scatters; the token exchanges (counts and rows, forward and
+  // backward) of every sparse-layer forward.
+  const int64_t per_group = s.micro_batches * (s.reshard_after_forward ? 2 : 1) +
+                            (s.reduce_scatter_each_micro_batch ? s.micro_batches : 1);
+  int64_t collectives = static_cast<int64_t>(groups.size()) * (per_group + (p.dp_replicate > 1 ? 2 : 0));
+  if (split) {
+    collectives += static_cast<int64_t>(split->experts.size()) * (layout.ep_shard() > 1 ? per_group : 0) +
+                   sparse_layer_count(model) * s.micro_batches * (s.activation_checkpointing ? 8 : 5);
+  }
   p.latency_s = static_cast<double>(collectives) * c.latency_us * 1e-6;
 
   // Compute: 6 FLOPs per parameter per token (the embedding lookup is not a
@@ -132,16 +159,25 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   // packed reduce-scatter buffer: the root's, at the end, are the largest
   // for small models) and the layer computing and the one prefetched; one
   // micro batch's activations.
+  // Under expert parallelism the layer being computed also gathers its
+  // experts, one at a time (each its own group over ep_shard).
   for (const auto& v : tp_views) {
-    const auto gs = fsdp_group_shards(v, shard_size);
-    int64_t shards = 0, root_full = 0, layer_full = 0;
+    const auto gs = split ? split->dense : fsdp_group_shards(v, shard_size);
+    int64_t shards = 0, root_full = 0, layer_full = 0, expert_full = 0;
     for (const auto& g : gs) {
       shards += g.shard_bytes;
       int64_t& largest = g.root ? root_full : layer_full;
       largest = std::max(largest, g.shard_bytes * shard_size);
     }
+    if (split) {
+      for (const auto& g : split->experts) {
+        shards += g.shard_bytes;
+        if (layout.ep_shard() > 1) expert_full = std::max(expert_full, g.shard_bytes * layout.ep_shard());
+      }
+    }
     const int64_t state = 4 * shards;
-    const int64_t unsharded = shard_size > 1 ? root_full + 2 * std::max(root_full, layer_full) + 2 * layer_full : 0;
+    const int64_t unsharded =
+        (shard_size > 1 ? root_full + 2 * std::max(root_full, layer_full) + 2 * layer_full : 0) + 2 * expert_full;
     if (state + unsharded > p.state_bytes + p.unsharded_peak_bytes) {
       p.state_bytes = state;
       p.unsharded_peak_bytes = unsharded;
@@ -164,6 +200,10 @@ Recommendation recommend(const dist::MeshLayout& layout, const std::vector<std::
     sizes.dp_replicate = d;
     sizes.cp = layout.size("cp");
     sizes.tp = layout.size("tp");
+    sizes.ep = layout.ep();
+    // The seed's rule for dp_replicate is against world / (tp cp ep).
+    const int seed_dp = layout.seed_dp_size();
+    if (d > 1 && (seed_dp % d != 0 || d == seed_dp)) continue;
     r.candidates.push_back(predict_layout(dist::MeshLayout(sizes), tp_views, model, c, s));
   }
   const LayoutPrediction* best = &r.candidates.front();

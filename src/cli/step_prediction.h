@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/expert_traffic.h"
 #include "cli/traffic_model.h"
 #include "dist/mesh_layout.h"
 #include "models/model_config.h"
@@ -66,6 +67,11 @@ struct LayoutPrediction {
 // shards where the plan splits them, on the rank's cp share of the row), and
 // of the logits.
 int64_t activation_bytes(const models::ModelConfig& model, int tp, int cp, const StepShape& step);
+
+// One step's token exchange per rank under expert parallelism `ep`, for
+// uniform routing (cli/expert_traffic.h), `tokens_per_row` tokens per row.
+ExpertExchangeEstimate step_expert_exchange(const models::ModelConfig& model, int ep, const StepShape& step,
+                                            int64_t tokens_per_row);
 
 // One layout: `tp_views` are the named parameter shapes of each tp rank.
 LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vector<std::vector<NamedShape>>& tp_views,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "cli/expert_traffic.h"
 #include "core/error.h"
 
 namespace tessel::cli {
@@ -101,6 +102,31 @@ std::vector<FsdpGroupShard> fsdp_group_shards(const std::vector<NamedShape>& sha
   return layers;
 }
 
+ExpertSplitGroups expert_split_groups(const std::vector<NamedShape>& shapes, int shard_size, int64_t num_experts,
+                                      int ep, int ep_rank, int ep_shard_size) {
+  TESSEL_CHECK(ep >= 1 && num_experts % ep == 0, "{} experts do not split over ep {}", num_experts, ep);
+  const int64_t local = num_experts / ep, first = ep_rank * local;
+  std::vector<NamedShape> dense;
+  std::map<std::string, std::vector<NamedShape>> by_expert;  // "model.layers.3.mlp.experts.5" -> its parameters
+  for (const auto& p : shapes) {
+    const int64_t e = expert_of(p.name);
+    if (e < 0) {
+      dense.push_back(p);
+    } else if (e >= first && e < first + local) {
+      const auto at = p.name.find(".experts.");
+      by_expert[p.name.substr(0, p.name.find('.', at + 9))].push_back(p);
+    }
+  }
+  ExpertSplitGroups out;
+  out.dense = fsdp_group_shards(dense, shard_size);
+  for (const auto& [name, params] : by_expert) {
+    FsdpGroupShard g{name, 0, false};
+    for (const auto& f : fsdp_group_shards(params, ep_shard_size)) g.shard_bytes += f.shard_bytes;
+    out.experts.push_back(g);
+  }
+  return out;
+}
+
 train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<train::NodeBytes>* per_rank) {
   TESSEL_CHECK(in.layout != nullptr && in.ranks_per_node >= 1 && in.micro_batches >= 1,
                "predict_step_traffic: incomplete inputs");
@@ -111,11 +137,23 @@ train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<trai
   const int shard_size = layout.size("dp_shard_cp");
   const bool hybrid = layout.size("dp_replicate") > 1;
   const int64_t rs_times = in.reduce_scatter_each_micro_batch ? in.micro_batches : 1;
+  const int ep = layout.ep();
   std::vector<std::vector<FsdpGroupShard>> groups_of_tp_rank;  // ranks of one tp coordinate hold the same shards
   for (const auto& shapes : in.tp_views) groups_of_tp_rank.push_back(fsdp_group_shards(shapes, shard_size));
+  std::vector<ExpertSplitGroups> groups_of_ep_rank;  // under expert parallelism (tp is 1 then)
+  if (ep > 1) {
+    TESSEL_CHECK(in.tp_views.size() == 1, "predict_step_traffic: expert parallelism with tp {}", in.tp_views.size());
+    for (int e = 0; e < ep; ++e) {
+      groups_of_ep_rank.push_back(
+          expert_split_groups(in.tp_views.front(), shard_size, in.num_experts, ep, e, layout.ep_shard()));
+    }
+  }
+  const int64_t gathers_resharded = in.micro_batches * (in.reshard_after_forward ? 2 : 1);
   for (int rank = 0; rank < layout.world_size(); ++rank) {
     const int tp_rank = layout.rank_in_group("tp", rank);
-    for (const auto& g : groups_of_tp_rank.at(static_cast<std::size_t>(tp_rank))) {
+    const ExpertSplitGroups* split =
+        ep > 1 ? &groups_of_ep_rank.at(static_cast<std::size_t>(layout.rank_in_group("ep", rank))) : nullptr;
+    for (const auto& g : split ? split->dense : groups_of_tp_rank.at(static_cast<std::size_t>(tp_rank))) {
       // The root and the head stay gathered from forward to backward.
       const bool kept = g.root || g.name == "lm_head" || !in.reshard_after_forward;
       const int64_t gathers = in.micro_batches * (kept ? 1 : 2);
@@ -129,6 +167,19 @@ train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<trai
     // rest) over the shard group.
     send.all_reduce("dp_shard_cp", rank, 1, 8);
     send.all_reduce("dp_shard_cp", rank, 1, 8);
+    if (split == nullptr) continue;
+    for (const auto& g : split->experts) {
+      if (layout.ep_shard() > 1) {
+        send.to_each_peer("ep_shard", rank, g.shard_bytes / 4 * in.gather_element_bytes, gathers_resharded);
+        send.to_each_peer("ep_shard", rank, g.shard_bytes, rs_times);
+      }
+    }
+    // The experts' norm set: over ep_shard, then ep; the tokens: an equal
+    // share to each ep peer.
+    send.all_reduce("ep_shard", rank, 1, 8);
+    send.all_reduce("ep", rank, 1, 8);
+    const auto peers = members(layout, "ep", rank);
+    for (int peer : peers) send.add("ep", rank, peer, in.expert_exchange_bytes_per_rank / (ep - 1));
   }
   return out;
 }

@@ -12,7 +12,11 @@
 // for layers resharded after forward, another in backward; a reduce-scatter per micro
 // batch (or only on the last, with accumulate_unsharded_grads); the
 // replicate all-reduce on the last micro batch; and the gradient norm's two
-// fp64 sums over the shard group. (Tensor-parallel activations travel over
+// fp64 sums over the shard group. Under expert parallelism each expert is a
+// group over ep_shard (all-gathers and reduce-scatters, no replicate
+// all-reduce: ep_shard spans the replicas), the gradient norm adds one fp64
+// sum over ep_shard and one over ep, and the token exchange sends each ep peer
+// an equal share of the rank's bytes. (Tensor-parallel activations travel over
 // the tp group, inside a node in the layouts worth running; not modelled.)
 // Ranks fill nodes in order (node = rank / ranks_per_node), as mpirun's
 // default by-slot mapping places them.
@@ -49,6 +53,13 @@ struct TrafficInputs {
   bool reshard_after_forward = true;
   bool reduce_scatter_each_micro_batch = true;    // false: accumulate_unsharded_grads
   int gather_element_bytes = 4;                   // the parameters' compute dtype (bf16: 2); reductions are fp32
+  // Expert parallelism (layout->ep() > 1): each rank's experts (those of its
+  // ep position; "experts.{e}" parameters) are FSDP groups of their own over
+  // ep_shard, every other parameter as above; and each rank sends this many
+  // bytes of tokens per step to its ep peers, an equal share to each
+  // (cli/expert_traffic.h).
+  int64_t num_experts = 0;
+  int64_t expert_exchange_bytes_per_rank = 0;
 };
 
 // Per mesh group ("dp_shard_cp", "dp_replicate"), summed over ranks; with
@@ -63,5 +74,17 @@ struct FsdpGroupShard {
   bool root = false;
 };
 std::vector<FsdpGroupShard> fsdp_group_shards(const std::vector<NamedShape>& shapes, int shard_size);
+
+// Under expert parallelism (ep > 1): the FSDP groups of the parameters that
+// are not experts (over dp_shard_cp), and one group per expert the ep
+// position `ep_rank` holds (over ep_shard of `ep_shard_size`, named
+// "expert {e}" and summed over layers: the experts of one index in all layers
+// have equal shapes).
+struct ExpertSplitGroups {
+  std::vector<FsdpGroupShard> dense;
+  std::vector<FsdpGroupShard> experts;  // one per (layer, local expert)
+};
+ExpertSplitGroups expert_split_groups(const std::vector<NamedShape>& shapes, int shard_size, int64_t num_experts,
+                                      int ep, int ep_rank, int ep_shard_size);
 
 }  // namespace tessel::cli

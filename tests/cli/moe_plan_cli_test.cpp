@@ -5,8 +5,9 @@
 // theirs). With expert parallelism (EP 8 x ep_shard 2 on 16 ranks) each rank
 // holds one expert per layer, half its rows, and the token exchange per step
 // is the hand-computed closed form for uniform routing. Tensor parallelism
-// splits only attention (routers and experts whole); sequence parallelism,
-// tp with ep, and --predict with ep > 1 are refused with exit 2.
+// splits only attention (routers and experts whole); sequence parallelism
+// and tp with ep are refused with exit 2; --predict under EP keeps the token
+// exchange inside nodes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -120,7 +121,26 @@ TEST(MoePlanCli, TensorParallelismSplitsOnlyTheDensePart) {
   EXPECT_EQ(j["ranks"][0]["expert_elements"].get<int64_t>(), 32LL * 8 * 3 * 14336 * 4096);
 }
 
-TEST(MoePlanCli, SequenceParallelTpWithEpAndPredictWithEpAreRefused) {
+// --predict under EP 2 on 2 nodes x 2 ranks: the ep groups (consecutive
+// ranks) stay inside a node, the experts' ep_shard groups cross nodes.
+TEST(MoePlanCli, PredictWithEpPutsTheTokenExchangeInsideNodes) {
+  const auto r = run_tessel("plan --world 4 " + kMixtral +
+                                " policy.dtensor_cfg.expert_parallel_size=2 cluster.num_nodes=2 cluster.gpus_per_node=2"
+                                " --predict --json --gflops 100 --inter-node-gbit 1 --intra-node-gbit 10",
+                            /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  const auto& bytes = j["prediction"]["this_layout"]["bytes_per_step"];
+  EXPECT_EQ(bytes["ep"]["other_node"].get<int64_t>(), 0);
+  // The token exchange of the plan's own estimate, plus the gradient norm's
+  // fp64 sum over each ep pair (a reduce-scatter and an all-gather of one
+  // element: 8 bytes from each of the 4 ranks).
+  EXPECT_EQ(bytes["ep"]["same_node"].get<int64_t>(), j["experts"]["all_to_all"]["bytes_all_ranks"].get<int64_t>() + 4 * 8);
+  EXPECT_GT(bytes["ep_shard"]["other_node"].get<int64_t>(), 0);
+  EXPECT_EQ(bytes["ep_shard"]["same_node"].get<int64_t>(), 0);
+}
+
+TEST(MoePlanCli, SequenceParallelAndTpWithEpAreRefused) {
   auto r = run_tessel("plan --world 4 " + kMixtral +
                       " policy.dtensor_cfg.tensor_parallel_size=2 policy.dtensor_cfg.sequence_parallel=true");
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -129,9 +149,7 @@ TEST(MoePlanCli, SequenceParallelTpWithEpAndPredictWithEpAreRefused) {
   r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.tensor_parallel_size=2 policy.dtensor_cfg.expert_parallel_size=2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("set one of them to 1"));
-  r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.expert_parallel_size=2 --predict --gflops 100");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("run tessel plan without --predict"));
+
   r = run_tessel("plan --world 4 " + kMixtral + " policy.dtensor_cfg.expert_parallel_size=3");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("world size 4 is not divisible"));
