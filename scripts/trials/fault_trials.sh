@@ -6,10 +6,11 @@
 #   kills during steps: SIGKILL to a random rank at a random moment of
 #     training (after a random step k is logged, plus 0-100 ms; a kill that
 #     lands while a checkpoint is written counts here too);
-#   kills during saves: TESSEL_TEST_CRASH_IN_SAVE=<step>:<rank> kills a random
-#     rank inside the save of a random checkpoint step (rank 0 just before the
-#     rename, another rank right after writing its shard: the two moments a
-#     crash could leave a half-visible checkpoint).
+#   kills during saves: TESSEL_TEST_CRASH_IN_SAVE=<step>:<rank>:<point> kills a
+#     random rank inside the save of a random checkpoint step at a random
+#     point of the save (src/train/checkpoint.cpp): before or after writing its
+#     shard (any rank), before the commit marker, before the rename, after the
+#     rename and before pruning (rank 0).
 # Usage: scripts/trials/fault_trials.sh [STEP_KILLS] [SAVE_KILLS]   (default 5 5)
 # Env: TESSEL (the binary; default build/ci/bin/tessel, else build/default),
 #      TRIAL_DIR (work directory; default a new temporary one), SEED (for $RANDOM).
@@ -142,9 +143,12 @@ trial() {  # trial NAME KIND
     wait "$runner"
     rc=$?
   else
-    local save_step=$(((RANDOM % (steps / period) + 1) * period)) rank=$((RANDOM % 2))
-    victim="rank $rank in the save of step $save_step"
-    train "$dir" TESSEL_TEST_CRASH_IN_SAVE="$save_step:$rank"
+    local save_step=$(((RANDOM % (steps / period) + 1) * period)) rank=$((RANDOM % 2)) points
+    points=(before_shard after_shard)
+    ((rank == 0)) && points+=(before_metadata before_rename after_rename)
+    local point=${points[$((RANDOM % ${#points[@]}))]}
+    victim="rank $rank $point in save $save_step"
+    train "$dir" TESSEL_TEST_CRASH_IN_SAVE="$save_step:$rank:$point"
     rc=$?
   fi
   run_s=$(since "$t0")

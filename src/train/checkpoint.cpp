@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <csignal>
@@ -11,6 +12,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -182,24 +185,39 @@ json read_metadata(const fs::path& step_dir) {
   return json::parse(read_text(step_dir / "metadata.json"));
 }
 
-// Test-only fault injection (tests/train/checkpoint_crash_test.cpp):
-// TESSEL_TEST_CRASH_IN_SAVE=<step>[:<rank>[:throw]] makes rank <rank>
-// (default 0) SIGKILL itself while it saves step <step>, at the last moment
-// before the step becomes visible: rank 0 just before the rename (the .tmp
-// then holds every shard and metadata.json), any other rank just after
-// writing its shard. A real kill, not an exception, so nothing is unwound or
-// flushed: what is on disk is what a crash leaves. With ":throw" the rank
-// throws tessel::Error there instead, as a failed write would, while the
-// other ranks wait for it in the save's collectives. Unset in normal runs.
-void crash_here_if_asked(int64_t step, int rank) {
+// Test-only fault injection (tests/train/checkpoint_crash_test.cpp,
+// scripts/trials/fault_trials.sh):
+// TESSEL_TEST_CRASH_IN_SAVE=<step>[:<rank>[:<point>|:throw]] makes rank <rank>
+// (default 0) SIGKILL itself while it saves step <step>, at <point>:
+//   before_shard     any rank, before writing its shard (.tmp holds others' or none)
+//   after_shard      any rank, its shard written and fsync'ed
+//   before_metadata  rank 0, every shard durable, no commit marker yet
+//   before_rename    rank 0, the .tmp complete with metadata.json, not yet step_<N>
+//   after_rename     rank 0, step_<N> visible, older steps not yet pruned
+// Without a point: rank 0 before_rename, any other rank after_shard. A real
+// kill, not an exception, so nothing is unwound or flushed: what is on disk
+// is what a crash leaves. With ":throw" the rank throws tessel::Error at its
+// default point instead, as a failed write would, while the other ranks wait
+// for it in the save's collectives. Unset in normal runs.
+void crash_here_if_asked(int64_t step, int rank, std::string_view point) {
   const char* spec = std::getenv("TESSEL_TEST_CRASH_IN_SAVE");
   if (spec == nullptr || *spec == '\0') return;
   long long want_step = -1;
   int want_rank = 0;
-  char how[8] = {};
-  if (std::sscanf(spec, "%lld:%d:%7s", &want_step, &want_rank, how) < 1) return;
+  char how[32] = {};
+  if (std::sscanf(spec, "%lld:%d:%31s", &want_step, &want_rank, how) < 1) return;
+  static const std::set<std::string_view> kPoints = {"before_shard", "after_shard", "before_metadata",
+                                                     "before_rename", "after_rename"};
+  const std::string_view asked(how);
+  if (!asked.empty() && asked != "throw" && !kPoints.contains(asked)) {
+    throw Error(fmt::format("TESSEL_TEST_CRASH_IN_SAVE={}: '{}' is neither a crash point ({}) nor 'throw'", spec,
+                            asked, fmt::join(kPoints, ", ")));
+  }
   if (want_step != step || want_rank != rank) return;
-  if (std::string(how) == "throw") {
+  const std::string_view default_point = rank == 0 ? "before_rename" : "after_shard";
+  const bool throw_instead = asked == "throw";
+  if (point != (asked.empty() || throw_instead ? default_point : asked)) return;
+  if (throw_instead) {
     throw Error(fmt::format("injected by TESSEL_TEST_CRASH_IN_SAVE: the checkpoint of step {} "
                             "failed on rank {}",
                             step, rank));
@@ -241,6 +259,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
   }
   world->barrier();
 
+  crash_here_if_asked(info.step, rank, "before_shard");
   const auto index = param_index(*model.model);
   // Each element is written once: the replicas of HSDP (dp_replicate > 0)
   // and the tp ranks > 0 of a parameter tp does not split hold copies. An
@@ -279,7 +298,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
   const io::FileDigest digest =
       io::save_safetensors(tmp / rank_file, tensors,
                            {{"dim0_offsets", offsets.dump()}, {"tp_rank", std::to_string(model.tp_group->rank())}});
-  if (rank != 0) crash_here_if_asked(info.step, rank);
+  crash_here_if_asked(info.step, rank, "after_shard");
   // Every rank's file is on disk (fsync'ed by the writer) once this returns:
   // rank 0 learns what each wrote, for the manifest. [rank] = {bytes, hash}
   const at::Tensor mine = at::tensor({static_cast<int64_t>(digest.bytes),
@@ -312,8 +331,9 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     meta["files"] = json::parse(manifest_to_json(files));
     // The commit marker, last: a step directory holding metadata.json holds
     // every file it lists, durably.
+    crash_here_if_asked(info.step, rank, "before_metadata");
     io::write_file_atomically(tmp / "metadata.json", meta.dump(2));
-    crash_here_if_asked(info.step, rank);
+    crash_here_if_asked(info.step, rank, "before_rename");
     // Saving a step that already exists (a rerun): move the old copy aside
     // with one rename rather than deleting it first, so the window in which
     // neither copy is step_<N> is two renames, not a recursive delete.
@@ -321,6 +341,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     if (fs::exists(final_dir)) fs::rename(final_dir, old);
     fs::rename(tmp, final_dir);
     io::sync_directory(dir);  // the rename survives a power loss
+    crash_here_if_asked(info.step, rank, "after_rename");
     fs::remove_all(old);
     prune(dir, keep);
   }

@@ -140,6 +140,54 @@ TEST_F(CheckpointCrash, KilledSaveLeavesPreviousCheckpointAndRunResumes) {
   EXPECT_EQ(latest_name(), "step_6");
 }
 
+// Kills around the commit marker: before metadata.json (the shards are all
+// durable in the .tmp; it must not count) and after the rename (the step is
+// complete though the older steps were not yet pruned: it counts, and the
+// next save prunes them). A crash point that does not exist is an error.
+TEST_F(CheckpointCrash, KillsAroundTheCommitMarker) {
+  const std::vector<std::string> run = {"sft.max_num_steps=6", "policy.train_micro_batch_size=2"};
+  dist::MeshSizes one;
+  one.world_size = 1;
+  RunOptions quiet;
+  quiet.quiet = true;
+  quiet.write_logs = false;
+  const auto reference =
+      train(make_config(run), dist::DeviceMesh(dist::MeshLayout(one), dist::world()), quiet).steps;
+  auto with_ckpt = run;
+  for (const char* o : {"checkpointing.enabled=true", "checkpointing.save_period=2", "checkpointing.keep_top_k=1"}) {
+    with_ckpt.emplace_back(o);
+  }
+  auto bad = with_ckpt;
+  with_ckpt.push_back("checkpointing.checkpoint_dir='" + ckpt().string() + "'");
+  const std::string cfg = write_config(with_ckpt);
+
+  Result r = train_cli(cfg, "logs1", "4:0:before_metadata");
+  expect_killed_mid_save(r, 4, "rank_1.safetensors", 2);
+  EXPECT_FALSE(fs::exists(ckpt() / ".step_4.tmp" / "metadata.json"));
+  expect_losses("logs1", 1, 4, reference);
+
+  r = train_cli(cfg, "logs2", "4:0:after_rename");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("resumed from " + (ckpt() / "step_2").string() + " (step 2)"));
+  expect_complete(ckpt() / "step_4", 4);
+  EXPECT_TRUE(fs::exists(ckpt() / "step_2")) << "keep_top_k=1 pruned before the kill";
+  EXPECT_EQ(latest_name(), "step_4");
+  expect_losses("logs2", 3, 4, reference);
+
+  r = train_cli(cfg, "logs3", "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("resumed from " + (ckpt() / "step_4").string() + " (step 4)"));
+  expect_losses("logs3", 5, 6, reference);
+  EXPECT_FALSE(fs::exists(ckpt() / "step_2"));
+  EXPECT_FALSE(fs::exists(ckpt() / "step_4"));
+  EXPECT_EQ(latest_name(), "step_6");
+
+  bad.push_back("checkpointing.checkpoint_dir='" + (dir_ / "ckpt_bad").string() + "'");
+  r = train_cli(write_config(bad), "logs4", "2:0:midway");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("'midway' is neither a crash point"));
+}
+
 // A rank that throws in the middle of the save's collectives (its write
 // failed) ends the whole job with its message, instead of leaving the other
 // rank waiting for it until the collective timeout; the previous checkpoint
