@@ -90,6 +90,16 @@ class CheckpointCrash : public testing::TrainCliFixture {
     EXPECT_EQ(latest_name(), "step_" + std::to_string(previous));
   }
 
+  // The steps of `run` in one process, for the losses of the runs above.
+  std::vector<StepMetrics> reference_steps(const std::vector<std::string>& run) {
+    dist::MeshSizes one;
+    one.world_size = 1;
+    RunOptions quiet;
+    quiet.quiet = true;
+    quiet.write_logs = false;
+    return train(make_config(run), dist::DeviceMesh(dist::MeshLayout(one), dist::world()), quiet).steps;
+  }
+
   std::string latest_name() const {
     const auto latest = latest_checkpoint(ckpt());
     return latest ? latest->filename().string() : "(none)";
@@ -99,13 +109,7 @@ class CheckpointCrash : public testing::TrainCliFixture {
 TEST_F(CheckpointCrash, KilledSaveLeavesPreviousCheckpointAndRunResumes) {
   // Global batch 4 = micro batch 2 x dp 2 on 2 processes (x 2 accumulation on 1).
   const std::vector<std::string> run = {"sft.max_num_steps=6", "policy.train_micro_batch_size=2"};
-  dist::MeshSizes one;
-  one.world_size = 1;
-  RunOptions quiet;
-  quiet.quiet = true;
-  quiet.write_logs = false;
-  const auto reference =
-      train(make_config(run), dist::DeviceMesh(dist::MeshLayout(one), dist::world()), quiet).steps;
+  const auto reference = reference_steps(run);
   ASSERT_EQ(reference.size(), 6u);
 
   auto with_ckpt = run;
@@ -146,13 +150,7 @@ TEST_F(CheckpointCrash, KilledSaveLeavesPreviousCheckpointAndRunResumes) {
 // next save prunes them). A crash point that does not exist is an error.
 TEST_F(CheckpointCrash, KillsAroundTheCommitMarker) {
   const std::vector<std::string> run = {"sft.max_num_steps=6", "policy.train_micro_batch_size=2"};
-  dist::MeshSizes one;
-  one.world_size = 1;
-  RunOptions quiet;
-  quiet.quiet = true;
-  quiet.write_logs = false;
-  const auto reference =
-      train(make_config(run), dist::DeviceMesh(dist::MeshLayout(one), dist::world()), quiet).steps;
+  const auto reference = reference_steps(run);
   auto with_ckpt = run;
   for (const char* o : {"checkpointing.enabled=true", "checkpointing.save_period=2", "checkpointing.keep_top_k=1"}) {
     with_ckpt.emplace_back(o);
