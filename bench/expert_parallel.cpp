@@ -189,9 +189,7 @@ int main(int argc, char** argv) {
     const int64_t steps = static_cast<int64_t>(result.steps.size());
     // Every rank runs one micro batch per step here (global batch = world x micro batch).
     const int64_t forward_calls = cli::sparse_layer_count(model_config) * steps;
-    const int64_t closed_form = args.ep > 1 ? n * cli::expert_exchange_bytes(shape, forward_calls, 0, 0) +
-                                                  cli::expert_exchange_bytes(shape, 0, rows_sent, rows_received)
-                                            : 0;
+    const int64_t closed_form = cli::expert_exchange_bytes(shape, n * forward_calls, rows_sent, rows_received);
     const int64_t uniform =
         n * steps * cli::uniform_expert_exchange(model_config, shape, args.micro_batch * args.seq, 1).bytes_per_rank;
     ordered_json j;

@@ -219,31 +219,24 @@ void run_plan(const PlanArgs& args) {
     const auto c = layout.coordinate(rank);
     const int shard_rank = c[1] * dims[2] + c[2];
     const auto& named = views.at(static_cast<size_t>(c[3])).named;
-    RankBytes b;
-    RankBytes expert;
-    if (ep > 1) {
-      const int64_t first = layout.rank_in_group("ep", rank) * experts_per_rank;
-      std::vector<NamedShape> dense, own_experts;
-      for (const auto& p : named) {
-        const int64_t e = expert_of(p.name);
-        if (e < 0) {
-          dense.push_back(p);
-        } else if (e >= first && e < first + experts_per_rank) {
-          own_experts.push_back(p);
-        }
+    // Without expert parallelism every expert is this rank's, sharded like
+    // the dense parameters (each parameter's share is its own, so splitting
+    // the list changes no sum).
+    const int64_t first = ep > 1 ? layout.rank_in_group("ep", rank) * experts_per_rank : 0;
+    std::vector<NamedShape> dense, own_experts;
+    for (const auto& p : named) {
+      const int64_t e = expert_of(p.name);
+      if (e < 0) {
+        dense.push_back(p);
+      } else if (e >= first && e < first + experts_per_rank) {
+        own_experts.push_back(p);
       }
-      b = fsdp_share(dense, shard_size, shard_rank);
-      expert = fsdp_share(own_experts, layout.ep_shard(), layout.rank_in_group("ep_shard", rank));
-      b.elements += expert.elements;
-      b.padded_bytes += expert.padded_bytes;
-    } else {
-      b = fsdp_share(named, shard_size, shard_rank);
-      std::vector<NamedShape> experts;
-      for (const auto& p : named) {
-        if (expert_of(p.name) >= 0) experts.push_back(p);
-      }
-      expert = fsdp_share(experts, shard_size, shard_rank);
     }
+    RankBytes b = fsdp_share(dense, shard_size, shard_rank);
+    const RankBytes expert = ep > 1 ? fsdp_share(own_experts, layout.ep_shard(), layout.rank_in_group("ep_shard", rank))
+                                    : fsdp_share(own_experts, shard_size, shard_rank);
+    b.elements += expert.elements;
+    b.padded_bytes += expert.padded_bytes;
     ranks.push_back({{"rank", rank},
                      {"ep", layout.rank_in_group("ep", rank)},
                      {"expert_elements", expert.elements},

@@ -113,8 +113,9 @@ ExpertSplitGroups expert_split_groups(const std::vector<NamedShape>& shapes, int
     if (e < 0) {
       dense.push_back(p);
     } else if (e >= first && e < first + local) {
-      const auto at = p.name.find(".experts.");
-      by_expert[p.name.substr(0, p.name.find('.', at + 9))].push_back(p);
+      const std::string marker = ".experts.";
+      const auto index_end = p.name.find('.', p.name.find(marker) + marker.size());
+      by_expert[p.name.substr(0, index_end)].push_back(p);
     }
   }
   ExpertSplitGroups out;
