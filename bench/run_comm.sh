@@ -5,7 +5,6 @@ set -euo pipefail
 build=${1:-build/default}
 rounds=${2:-3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 for np in 2 4; do
   mpirun --oversubscribe --bind-to none -np "$np" "$build/bin/bench_comm" "$rounds"
 done

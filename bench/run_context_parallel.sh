@@ -12,7 +12,6 @@ shift || true
 bin="$build/bin/bench_context_parallel"
 export TESSEL_SOURCE_DIR=$root
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 mpi=(mpirun --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x TESSEL_SOURCE_DIR)
 load() { printf '{"bench":"context_parallel","kind":"load","before":"%s","loadavg":"%s"}\n' "$1" "$(cat /proc/loadavg)"; }
 load "cp1"

@@ -20,7 +20,6 @@ tessel="$build/bin/tessel"
 for b in "$bin" "$tessel"; do [[ -x $b ]] || { echo "no $b: build bench_expert_parallel and tessel_bin" >&2; exit 2; }; done
 export TESSEL_SOURCE_DIR=$root
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 mpi=(mpirun --oversubscribe --bind-to none -np 4 -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x TESSEL_SOURCE_DIR)
 work=$(mktemp -d /tmp/expert_parallel.XXXXXX)  # the model's weights (written once) and the results
 lines="$work/results.jsonl"

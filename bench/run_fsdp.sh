@@ -7,7 +7,6 @@ build=${1:-build/default}
 shift || true
 bin="$build/bin/bench_fsdp"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 mpi=(mpirun --oversubscribe --bind-to none)
 "${mpi[@]}" -np 1 "$bin" "$@"
 "${mpi[@]}" -np 2 "$bin" "$@"

@@ -27,7 +27,6 @@ cases=("$@")
 bin="$build/bin/tessel"
 [[ -x $bin ]] || { echo "no $bin: build the tessel_bin target" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 work=${TESSEL_BENCH_DIR:-$(mktemp -d /tmp/memory_bench.XXXXXX)}
 mkdir -p "$work"
 

@@ -11,7 +11,6 @@ build=${1:-build/default}
 shift || true
 bin="$build/bin/bench_tp"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 mpi=(mpirun --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS)
 # TP_RSS=1: glibc mmaps every block over 64 KiB and unmaps it when freed, so
 # VmRSS / VmHWM track live memory and the rss_* fields mean something (the

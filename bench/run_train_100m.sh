@@ -25,7 +25,6 @@ layouts=("$@")
 bin="$build/bin/tessel"
 [[ -x $bin ]] || { echo "no $bin: build the tessel_bin target" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 out=$(mktemp -d /tmp/train_100m.XXXXXX)
 
 common=(examples/configs/sft.yaml

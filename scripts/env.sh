@@ -6,9 +6,10 @@ if [[ $(id -u) -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
   export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 fi
-# Containers often forbid the cross-process memory copy OpenMPI's shared-memory
-# transport tries first; the copy-in/copy-out path works everywhere.
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
+# OpenMPI's shared-memory transport: every tessel process picks its single
+# copy mechanism itself before MPI starts (CMA where the kernel allows it,
+# else copy-in/copy-out: src/dist/shared_memory_copy.h); setting
+# OMPI_MCA_btl_vader_single_copy_mechanism overrides that.
 
 # OpenBLAS 0.3.21 does not recognise some AVX-512 CPUs and falls back to SSE3
 # kernels (~4x slower GEMM). Only on CPUs that really have AVX-512 do we name

@@ -14,6 +14,5 @@ export OMPI_MCA_plm_rsh_agent="$here/rsh_agent.sh"
 export OMPI_MCA_btl=self,vader,tcp
 export OMPI_MCA_btl_tcp_if_include=$CLUSTER_SUBNET.0/24
 export OMPI_MCA_oob_tcp_if_include=$CLUSTER_SUBNET.0/24
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 exec ip netns exec "$ns" unshare --uts -- sh -c "hostname node$node && exec \"\$@\"" sh "$@"

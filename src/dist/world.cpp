@@ -22,6 +22,7 @@
 #include "dist/communicator.h"
 #include "dist/mpi_communicator.h"
 #include "dist/node_map.h"
+#include "dist/shared_memory_copy.h"
 #include "dist/single_process_communicator.h"
 #include "dist/timeout.h"
 
@@ -106,6 +107,7 @@ std::vector<std::string> gather_processor_names(MPI_Comm comm, int size) {
 
 CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
   int provided = 0;
+  choose_shared_memory_copy();  // read by MPI_Init
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   state().mpi_initialized = true;
   TESSEL_CHECK(provided >= MPI_THREAD_SERIALIZED,
