@@ -1,9 +1,9 @@
 // The attention cores side by side on one thread: causal_attention (whole
-// row, autograd) against tiled_causal_attention at several query tiles, and
-// the block kernel of context parallelism run as one rank's ring, forward +
-// backward at bench-medium's shapes (B 2, 8 query / 4 kv heads, head_dim 64)
-// and longer rows. Rounds interleave the kernels (the machine drifts); the
-// median per kernel is printed, one line each.
+// row, autograd) against tiled_causal_attention at several query tiles and,
+// where the build has it (libtorch 2.5+, nn/library_attention.h), libtorch's
+// fused kernel; forward + backward at bench-medium's shapes (B 2, 8 query /
+// 4 kv heads, head_dim 64) and longer rows. Rounds interleave the kernels
+// (the machine drifts); the median per kernel is printed, one line each.
 //
 // Usage: bench_attention_kernels [--seq T ...] [--rounds N]
 #include <ATen/ATen.h>
@@ -19,6 +19,7 @@
 
 #include "bench_util.h"
 #include "nn/attention.h"
+#include "nn/library_attention.h"
 #include "nn/tiled_attention.h"
 
 namespace {
@@ -64,6 +65,11 @@ int main(int argc, char** argv) {
                            [&, tile](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
                              return tiled_causal_attention(a, b, c, scale, std::nullopt, std::nullopt, {}, tile);
                            });
+    }
+    if (library_attention_available()) {
+      kernels.emplace_back("library_causal_attention", [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+        return library_causal_attention(a, b, c, scale);
+      });
     }
     std::vector<std::vector<double>> times(kernels.size());
     for (int r = 0; r <= rounds; ++r) {

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "nn/format.h"
+#include "nn/library_attention.h"
 #include "nn/rotary.h"
 #include "nn/tiled_attention.h"
 
@@ -107,10 +108,16 @@ Tensors Attention::forward(const Tensors& inputs) {
 
   const at::Tensor document_ids = inputs.size() > 3 ? inputs[3] : at::Tensor();
   // [B, Hq, T, D]
-  at::Tensor out = kernel_ ? kernel_(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap,
-                                     document_ids)
-                           : tiled_causal_attention(q, k, v, options_.scale, options_.sliding_window,
-                                                    options_.logit_softcap, document_ids);
+  at::Tensor out;
+  if (kernel_) {
+    out = kernel_(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap, document_ids);
+  } else if (library_attention_available() && !options_.sliding_window && !options_.logit_softcap &&
+             !document_ids.defined()) {
+    out = library_causal_attention(q, k, v, options_.scale);
+  } else {
+    out = tiled_causal_attention(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap,
+                                 document_ids);
+  }
   out = out.transpose(1, 2).reshape({B, T, q.size(1) * D});
   return {o_proj_->call(out)};
 }

@@ -60,7 +60,9 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 // default tiled_causal_attention over the rank's whole rows (same mask and
 // result as causal_attention, which stays the reference; the tiled kernel
 // skips the masked half of the scores and keeps no T x T tensor for backward,
-// nn/tiled_attention.h). Context parallelism
+// nn/tiled_attention.h), or, in builds against libtorch 2.5+ and for plain
+// causal rows (no window, softcap or documents), libtorch's fused kernel
+// (nn/library_attention.h; measured faster, docs/libtorch2.md). Context parallelism
 // installs one that runs a ring over the cp group (parallel/context_parallel.h).
 using AttentionKernel = std::function<at::Tensor(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
@@ -74,7 +76,7 @@ class Attention : public Module {
   const std::shared_ptr<Linear>& k_proj() const { return k_proj_; }
   const std::shared_ptr<Linear>& v_proj() const { return v_proj_; }
   const std::shared_ptr<Linear>& o_proj() const { return o_proj_; }
-  // Replaces the attention core (null restores tiled_causal_attention).
+  // Replaces the attention core (null restores the default above).
   void set_kernel(AttentionKernel kernel) { kernel_ = std::move(kernel); }
 
  protected:
@@ -88,7 +90,7 @@ class Attention : public Module {
   AttentionOptions options_;
   std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
   std::shared_ptr<RMSNorm> q_norm_, k_norm_;
-  AttentionKernel kernel_;  // null: tiled_causal_attention
+  AttentionKernel kernel_;  // null: the default above
 };
 
 }  // namespace tessel::nn

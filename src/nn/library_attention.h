@@ -1,0 +1,23 @@
+// libtorch's own fused attention (at::scaled_dot_product_attention, libtorch
+// 2.5 and later: causal, grouped K/V heads without repeating them, a flash
+// kernel with its own backward on CPU), where the build has it. Builds
+// against Debian's libtorch 1.13 have not: there it reports absent and
+// Attention keeps tiled_causal_attention. Measured against the tiled kernel
+// in docs/libtorch2.md.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+namespace tessel::nn {
+
+// True when this build's libtorch has the fused causal kernel with grouped
+// K/V heads.
+bool library_attention_available();
+
+// q [B, Hq, T, D], k and v [B, Hkv, T, D] (Hkv divides Hq): causal attention
+// with no window, softcap or documents. Only call when available.
+at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale);
+
+}  // namespace tessel::nn

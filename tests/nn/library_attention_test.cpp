@@ -1,0 +1,55 @@
+// libtorch's fused attention (nn/library_attention.h), where the build has
+// it, against causal_attention (the plain ATen composition, differentiated
+// by autograd), forward and backward: float64 rows with grouped K/V heads,
+// and float32 views laid out as Attention passes them. Builds against
+// libtorch 1.13 have no such kernel: there the availability check is what
+// is tested (Attention then keeps the tiled kernel).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/version.h>
+
+#include <string>
+
+#include "nn/attention.h"
+#include "nn/library_attention.h"
+
+namespace tessel::nn {
+namespace {
+
+void expect_close(const at::Tensor& got, const at::Tensor& want, double tol, const std::string& what) {
+  EXPECT_TRUE(at::allclose(got, want, tol, tol)) << what << " max diff " << (got - want).abs().max().item<double>();
+}
+
+TEST(LibraryAttention, AvailableExactlyFromLibtorch25) {
+  EXPECT_EQ(library_attention_available(),
+            TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5));
+}
+
+// q [B, T, Hq, D] etc. viewed as [B, heads, T, D], as Attention passes them.
+void check_against_reference(at::ScalarType dtype, int64_t T, double tol) {
+  if (!library_attention_available()) GTEST_SKIP() << "libtorch " << TORCH_VERSION << " has no fused attention";
+  const int64_t B = 2, Hq = 6, Hkv = 2, D = 16;
+  const double scale = 0.3;
+  at::manual_seed(11);
+  const auto opts = at::TensorOptions().dtype(dtype);
+  const at::Tensor q0 = at::randn({B, T, Hq, D}, opts), k0 = at::randn({B, T, Hkv, D}, opts);
+  const at::Tensor v0 = at::randn({B, T, Hkv, D}, opts), dout = at::randn({B, Hq, T, D}, opts);
+
+  at::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+  const at::Tensor ref = causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale);
+  ref.backward(dout);
+
+  at::Tensor lq = q0.clone().requires_grad_(), lk = k0.clone().requires_grad_(), lv = v0.clone().requires_grad_();
+  const at::Tensor out = library_causal_attention(lq.transpose(1, 2), lk.transpose(1, 2), lv.transpose(1, 2), scale);
+  out.backward(dout);
+  expect_close(out, ref, tol, "out");
+  expect_close(lq.grad(), q.grad(), tol, "dq");
+  expect_close(lk.grad(), k.grad(), tol, "dk");
+  expect_close(lv.grad(), v.grad(), tol, "dv");
+}
+
+TEST(LibraryAttention, MatchesCausalAttentionInFloat64) { check_against_reference(at::kDouble, 37, 1e-10); }
+TEST(LibraryAttention, MatchesCausalAttentionInFloat32) { check_against_reference(at::kFloat, 300, 2e-5); }
+
+}  // namespace
+}  // namespace tessel::nn
