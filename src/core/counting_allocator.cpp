@@ -3,6 +3,8 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 
+#include "core/cpu_allocator_base.h"
+
 #include <atomic>
 #include <mutex>
 
@@ -24,10 +26,10 @@ void release(void* ctx) {
   delete c;  // frees the inner allocation through its own deleter
 }
 
-class Counting final : public c10::Allocator {
+class Counting final : public CpuAllocatorBase {
  public:
   explicit Counting(c10::Allocator* inner) : inner_(inner) {}
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate_bytes(size_t n) const override {
     c10::DataPtr p = inner_->allocate(n);
     void* data = p.get();
     const c10::Device device = p.device();

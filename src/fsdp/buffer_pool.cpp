@@ -46,7 +46,7 @@ BufferPool::BufferPool(int max_free_blocks) : state_(std::make_shared<State>()) 
   state_->max_free = max_free_blocks;
 }
 
-c10::DataPtr BufferPool::allocate(size_t bytes) const {
+c10::DataPtr BufferPool::allocate_bytes(size_t bytes) const {
   c10::DataPtr block;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -66,7 +66,7 @@ c10::DataPtr BufferPool::allocate(size_t bytes) const {
 
 at::Tensor BufferPool::empty(int64_t numel, at::ScalarType dtype) const {
   const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, allocate(bytes), /*allocator=*/nullptr,
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, allocate_bytes(bytes), /*allocator=*/nullptr,
                        /*resizable=*/false);
   return at::empty({0}, at::TensorOptions().dtype(dtype)).set_(storage, 0, {numel}, {1});
 }

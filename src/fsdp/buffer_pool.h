@@ -16,20 +16,21 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <c10/core/Allocator.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <memory>
 
+#include "core/cpu_allocator_base.h"
+
 namespace tessel::fsdp {
 
-class BufferPool : public c10::Allocator {
+class BufferPool : public CpuAllocatorBase {
  public:
   explicit BufferPool(int max_free_blocks = 2);
 
   // Memory for a storage of `bytes` (a free block of that size if there is one).
-  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DataPtr allocate_bytes(size_t bytes) const override;
   // A new flat tensor [numel] of `dtype` on pooled memory (contents undefined).
   at::Tensor empty(int64_t numel, at::ScalarType dtype) const;
   // Bytes of free blocks held for reuse.
