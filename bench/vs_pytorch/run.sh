@@ -9,8 +9,12 @@
 #   tessel_fsdp2    tessel train, FSDP over 2 processes (2 sequences per rank)
 #   torch_1         PyTorch, 1 process                 (peer_llama.py --mode single)
 #   torch_ddp2      PyTorch DDP over gloo, 2 processes (peer_llama.py --mode ddp)
-#   torch2_fsdp2    PyTorch 2.x fully_shard over gloo, 2 processes, SUM reduction
+#   torch2_1, torch2_fsdp2  PyTorch 2.x, 1 process; fully_shard over gloo, 2
+#                   processes, SUM reduction
 #                   (only with PYTHON2X=/path/to/python whose torch is >= 2.8)
+#   tessel2_1, tessel2_fsdp2  the two tessel runs with a build against libtorch
+#                   2.x (only with TESSEL2_BIN=build/torch2/bin/tessel,
+#                   scripts/torch2.sh)
 #   base_1, base_fsdp2  the same two tessel runs with another tessel build
 #                   (only with BASELINE_BIN=/path/to/tessel: before/after a change)
 #
@@ -71,7 +75,8 @@ torch_run() {  # name python mode nproc
 }
 
 layouts=(tessel_1 torch_1 tessel_fsdp2 torch_ddp2)
-[[ -n ${PYTHON2X:-} ]] && layouts+=(torch2_fsdp2)
+[[ -n ${PYTHON2X:-} ]] && layouts+=(torch2_1 torch2_fsdp2)
+[[ -n ${TESSEL2_BIN:-} ]] && layouts+=(tessel2_1 tessel2_fsdp2)
 [[ -n ${BASELINE_BIN:-} ]] && layouts+=(base_1 base_fsdp2)
 load_before=$(cat /proc/loadavg)
 for r in $(seq 1 "$rounds"); do
@@ -81,7 +86,10 @@ for r in $(seq 1 "$rounds"); do
       tessel_fsdp2) res=$(tessel_run tessel_fsdp2 2 "$r") ;;
       torch_1) res=$(torch_run torch_1 "$py13" single 1) ;;
       torch_ddp2) res=$(torch_run torch_ddp2 "$py13" ddp 2) ;;
+      torch2_1) res=$(torch_run torch2_1 "$PYTHON2X" single 1) ;;
       torch2_fsdp2) res=$(torch_run torch2_fsdp2 "$PYTHON2X" fsdp2 2) ;;
+      tessel2_1) res=$(tessel_run tessel2_1 1 "$r" "$TESSEL2_BIN") ;;
+      tessel2_fsdp2) res=$(tessel_run tessel2_fsdp2 2 "$r" "$TESSEL2_BIN") ;;
       base_1) res=$(tessel_run base_1 1 "$r" "$BASELINE_BIN") ;;
       base_fsdp2) res=$(tessel_run base_fsdp2 2 "$r" "$BASELINE_BIN") ;;
     esac
@@ -119,6 +127,12 @@ print(json.dumps({
         "tessel_1_over_torch_1_tokens_per_s": ratio("tessel_1", "torch_1"),
         "tessel_fsdp2_step_over_tessel_1_step": round(summary["tessel_fsdp2"]["step_time_s_median"] / summary["tessel_1"]["step_time_s_median"], 3),
         "torch_ddp2_step_over_torch_1_step": round(summary["torch_ddp2"]["step_time_s_median"] / summary["torch_1"]["step_time_s_median"], 3),
+        "tessel_1_over_torch2_1_tokens_per_s": ratio("tessel_1", "torch2_1"),
+        "tessel2_1_over_torch2_1_tokens_per_s": ratio("tessel2_1", "torch2_1"),
+        "tessel2_1_over_torch_1_tokens_per_s": ratio("tessel2_1", "torch_1"),
+        "tessel2_fsdp2_over_torch_ddp2_tokens_per_s": ratio("tessel2_fsdp2", "torch_ddp2"),
+        "tessel2_fsdp2_over_torch2_fsdp2_tokens_per_s": ratio("tessel2_fsdp2", "torch2_fsdp2"),
+        "tessel2_fsdp2_step_over_tessel2_1_step": round(summary["tessel2_fsdp2"]["step_time_s_median"] / summary["tessel2_1"]["step_time_s_median"], 3) if "tessel2_1" in summary else None,
         "tessel_fsdp2_over_base_fsdp2_tokens_per_s": ratio("tessel_fsdp2", "base_fsdp2"),
         "base_fsdp2_step_over_base_1_step": round(summary["base_fsdp2"]["step_time_s_median"] / summary["base_1"]["step_time_s_median"], 3) if "base_1" in summary else None,
     },
