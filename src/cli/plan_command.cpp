@@ -41,6 +41,7 @@
 #include "core/error.h"
 #include "dist/mesh_layout.h"
 #include "dist/shape_only_communicator.h"
+#include "dist/shared_memory_copy.h"
 #include "models/model_config.h"
 #include "models/presets.h"
 #include "models/registry.h"
@@ -149,8 +150,11 @@ ClusterDescription describe_cluster(const PlanArgs& args, const config::Parallel
     return measure();
   };
   c.gflops = given_or(args.gflops, "compute (GEMM)", gemm_gflops);
-  // Shared-memory transfers copy twice (into the segment and out).
-  c.intra_gbit_s = given_or(args.intra_gbit_s, "intra-node", [] { return copy_gbytes_s() * 8 / 2; });
+  // A shared-memory transfer is one memory copy with CMA, two without (into
+  // the segment and out): dist/shared_memory_copy.h, as the ranks will choose.
+  c.intra_gbit_s = given_or(args.intra_gbit_s, "intra-node", [] {
+    return copy_gbytes_s() * 8 / dist::shared_memory_copies_per_transfer();
+  });
   c.inter_gbit_s = given_or(args.inter_gbit_s, "inter-node (TCP loopback)", [] { return tcp_gbytes_s() * 8; });
   c.latency_us = args.latency_us >= 0 ? args.latency_us : 20;
   c.algorithm = args.collectives == "ring" ? CollectiveAlgorithm::Ring : CollectiveAlgorithm::Direct;

@@ -40,4 +40,10 @@ const char* choose_shared_memory_copy() {
   return std::getenv(kVariable);
 }
 
+int shared_memory_copies_per_transfer() {
+  const char* set = std::getenv(kVariable);
+  if (set != nullptr && *set != '\0') return std::strcmp(set, "none") == 0 ? 2 : 1;
+  return cross_process_copy_allowed() ? 1 : 2;
+}
+
 }  // namespace tessel::dist

@@ -28,4 +28,9 @@ bool cross_process_copy_allowed();
 // in effect.
 const char* choose_shared_memory_copy();
 
+// Copies one shared-memory transfer makes with the mechanism ranks on this
+// machine use (the environment's, else what choose_shared_memory_copy would
+// pick): 1 with a single-copy mechanism, 2 with copy-in/copy-out ("none").
+int shared_memory_copies_per_transfer();
+
 }  // namespace tessel::dist

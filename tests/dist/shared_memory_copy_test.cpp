@@ -72,4 +72,16 @@ TEST(SharedMemoryCopy, ChoosesCmaExactlyWhereItWorksAndKeepsTheUsersValue) {
   else ::unsetenv(kVariable);
 }
 
+TEST(SharedMemoryCopy, CopiesPerTransferFollowTheMechanism) {
+  const char* before = std::getenv(kVariable);
+  const std::string saved = before ? before : "";
+  ::setenv(kVariable, "none", 1);
+  EXPECT_EQ(tessel::dist::shared_memory_copies_per_transfer(), 2);
+  ::setenv(kVariable, "cma", 1);
+  EXPECT_EQ(tessel::dist::shared_memory_copies_per_transfer(), 1);
+  ::unsetenv(kVariable);
+  EXPECT_EQ(tessel::dist::shared_memory_copies_per_transfer(), sibling_can_read_sibling() ? 1 : 2);
+  if (before) ::setenv(kVariable, saved.c_str(), 1);
+}
+
 }  // namespace
