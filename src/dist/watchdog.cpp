@@ -31,13 +31,15 @@ Watchdog::~Watchdog() {
 uint64_t Watchdog::arm(const char* collective, const std::string& group,
                        std::chrono::milliseconds timeout) {
   uint64_t token;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     token = next_token_++;
-    armed_.emplace(token, Call{collective, group, timeout,
-                               std::chrono::steady_clock::now() + timeout});
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    armed_.emplace(token, Call{collective, group, timeout, deadline});
+    wake = deadline < sleeping_until_;
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_all();
   return token;
 }
 
@@ -53,6 +55,7 @@ void Watchdog::loop() {
   for (;;) {
     if (stopping_) return;
     if (armed_.empty()) {
+      sleeping_until_ = std::chrono::steady_clock::time_point::max();
       cv_.wait(lock);
       continue;
     }
@@ -66,8 +69,8 @@ void Watchdog::loop() {
       abort_job_on_timeout(call.collective, call.group, call.timeout, world_rank_);
     }
     // Woken early by a new call (maybe with an earlier deadline) or to stop.
-    const auto deadline = earliest->second.deadline;  // the entry may go while we wait
-    cv_.wait_until(lock, deadline);
+    sleeping_until_ = earliest->second.deadline;  // the entry may go while we wait
+    cv_.wait_until(lock, sleeping_until_);
   }
 }
 

@@ -48,6 +48,11 @@ class Watchdog {
   bool stopping_ = false;
   uint64_t next_token_ = 1;
   std::map<uint64_t, Call> armed_;
+  // When the thread wakes next on its own (max(): not before a notify). A
+  // call is armed on every synchronous collective, so arm() wakes the thread
+  // only when the new deadline comes before that: waking it costs a
+  // context switch per collective where ranks share cores.
+  std::chrono::steady_clock::time_point sleeping_until_ = std::chrono::steady_clock::time_point::max();
   std::thread thread_;
 };
 
