@@ -21,6 +21,13 @@ bool yama_allows_siblings() {
   return scope == 0;
 }
 
+// The mechanism ranks on this machine use: the environment's, else the one
+// the kernel allows.
+const char* mechanism_in_effect() {
+  if (const char* set = std::getenv(kVariable); set != nullptr && *set != '\0') return set;
+  return cross_process_copy_allowed() ? "cma" : "none";
+}
+
 }  // namespace
 
 bool cross_process_copy_allowed() {
@@ -34,16 +41,10 @@ bool cross_process_copy_allowed() {
 }
 
 const char* choose_shared_memory_copy() {
-  if (const char* set = std::getenv(kVariable); set != nullptr && *set != '\0') return set;
-  const char* choice = cross_process_copy_allowed() ? "cma" : "none";
-  ::setenv(kVariable, choice, /*overwrite=*/0);
+  ::setenv(kVariable, mechanism_in_effect(), /*overwrite=*/0);  // a value the user set stays
   return std::getenv(kVariable);
 }
 
-int shared_memory_copies_per_transfer() {
-  const char* set = std::getenv(kVariable);
-  if (set != nullptr && *set != '\0') return std::strcmp(set, "none") == 0 ? 2 : 1;
-  return cross_process_copy_allowed() ? 1 : 2;
-}
+int shared_memory_copies_per_transfer() { return std::strcmp(mechanism_in_effect(), "none") == 0 ? 2 : 1; }
 
 }  // namespace tessel::dist
