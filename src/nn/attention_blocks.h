@@ -47,8 +47,12 @@ struct AttentionBlockResult {
   at::Tensor out;
   at::Tensor lse;
 };
+// Kv heads are processed together, as many at a time as keep their scores
+// within `score_bytes_budget` (at least one).
+constexpr int64_t kDefaultScoreBytesBudget = int64_t{4} << 20;
 AttentionBlockResult attention_block_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                             const AttentionBlockMask& mask, const AttentionScoring& scoring);
+                                             const AttentionBlockMask& mask, const AttentionScoring& scoring,
+                                             int64_t score_bytes_budget = kDefaultScoreBytesBudget);
 
 // Folds a block's result into the running one of the same query rows, in
 // place: afterwards `out`/`lse` are the attention over the keys of both.
@@ -66,6 +70,7 @@ struct AttentionBlockGrads {
 AttentionBlockGrads attention_block_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                              const at::Tensor& dout, const at::Tensor& lse,
                                              const at::Tensor& delta, const AttentionBlockMask& mask,
-                                             const AttentionScoring& scoring);
+                                             const AttentionScoring& scoring,
+                                             int64_t score_bytes_budget = kDefaultScoreBytesBudget);
 
 }  // namespace tessel::nn

@@ -9,44 +9,13 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "optim/adamw_kernel.h"
 
 namespace tessel::optim {
 
 namespace {
 // Elements per chunk of the update (1 MiB of fp32).
 constexpr int64_t kChunkElements = int64_t{1} << 18;
-
-// The update's constants in the parameters' precision, as ATen's kernels
-// take a double scalar for a float tensor.
-struct Coefficients {
-  float decay;          // 1 - lr * weight_decay
-  float one_minus_b1;   // lerp weight
-  float b2, one_minus_b2;
-  float bc2_sqrt;       // sqrt(1 - beta2^t)
-  float eps;
-  float neg_step_size;  // -lr / (1 - beta1^t)
-};
-
-// The whole update of fp32 elements in one pass over memory: each element's
-// parameter, gradient and moments are read once and written once, where the
-// sequence of ATen calls (kept below for other dtypes and strided tensors)
-// makes eight passes over each chunk. The same operations per element in the
-// same order (lerp as m + w (g - m), then addcmul, sqrt, addcdiv), so results
-// agree with that path to rounding. The attribute lets GCC vectorise the
-// square root and the division (errno is never read).
-__attribute__((optimize("no-math-errno", "tree-vectorize"))) void update_fp32(
-    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
-    int64_t n, const Coefficients c) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    const float mi = m[i] + c.one_minus_b1 * (gi - m[i]);
-    const float vi = v[i] * c.b2 + c.one_minus_b2 * gi * gi;
-    const float denom = std::sqrt(vi) / c.bc2_sqrt + c.eps;
-    p[i] = p[i] * c.decay + c.neg_step_size * (mi / denom);
-    m[i] = mi;
-    v[i] = vi;
-  }
-}
 
 bool fused_fp32(const at::Tensor& p, const at::Tensor& g, const AdamWParamState& s) {
   for (const at::Tensor* t : {&p, &g, &s.exp_avg, &s.exp_avg_sq}) {
@@ -97,7 +66,7 @@ void AdamW::step() {
     }
     if (p.numel() == 0) continue;
     if (fused_fp32(p, grad, s)) {
-      const Coefficients c{static_cast<float>(1.0 - options_.lr * options_.weight_decay),
+      const AdamWCoefficients c{static_cast<float>(1.0 - options_.lr * options_.weight_decay),
                            static_cast<float>(1.0 - options_.beta1),
                            static_cast<float>(options_.beta2),
                            static_cast<float>(1.0 - options_.beta2),
@@ -109,7 +78,7 @@ void AdamW::step() {
       float* mp = s.exp_avg.data_ptr<float>();
       float* vp = s.exp_avg_sq.data_ptr<float>();
       at::parallel_for(0, p.numel(), kChunkElements, [&](int64_t begin, int64_t end) {
-        update_fp32(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, c);
+        adamw_update_fp32(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, c);
       });
       continue;
     }

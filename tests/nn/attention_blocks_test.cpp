@@ -22,6 +22,8 @@ struct Case {
   std::optional<int64_t> window = std::nullopt;
   std::optional<double> softcap = std::nullopt;
   bool documents = false;
+  // The default takes both kv heads in one batched run; 1 byte, one at a time.
+  int64_t score_bytes_budget = kDefaultScoreBytesBudget;
 };
 
 struct Row {
@@ -76,7 +78,8 @@ TEST_P(AttentionBlocks, MatchWholeRowForwardAndBackward) {
         continue;
       }
       const auto res = attention_block_forward(r.q.narrow(2, qb * c.block, c.block), r.k.narrow(2, kb * c.block, c.block),
-                                               r.v.narrow(2, kb * c.block, c.block), m, scoring);
+                                               r.v.narrow(2, kb * c.block, c.block), m, scoring,
+                                               c.score_bytes_budget);
       merge_attention_block(out.narrow(2, qb * c.block, c.block), lse.narrow(2, qb * c.block, c.block), res);
     }
   }
@@ -92,7 +95,7 @@ TEST_P(AttentionBlocks, MatchWholeRowForwardAndBackward) {
       const auto rows = [&](const at::Tensor& t) { return t.narrow(2, qb * c.block, c.block); };
       const auto keys = [&](const at::Tensor& t) { return t.narrow(2, kb * c.block, c.block); };
       const auto g = attention_block_backward(rows(r.q), keys(r.k), keys(r.v), rows(r.dout), rows(lse), rows(delta), m,
-                                              scoring);
+                                              scoring, c.score_bytes_budget);
       rows(dq).add_(g.dq);
       keys(dk).add_(g.dk);
       keys(dv).add_(g.dv);
@@ -108,7 +111,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"causal_blocks_of_3"}, Case{"causal_blocks_of_4", 4}, Case{"one_block", 12},
                       Case{"window_5", 3, 5}, Case{"window_2_blocks_of_4", 4, 2}, Case{"softcap", 3, std::nullopt, 2.0},
                       Case{"documents", 3, std::nullopt, std::nullopt, true},
-                      Case{"everything", 2, 4, 1.5, true}),
+                      Case{"everything", 2, 4, 1.5, true},
+                      Case{"one_kv_head_per_run", 3, std::nullopt, std::nullopt, false, 1},
+                      Case{"everything_one_kv_head_per_run", 2, 4, 1.5, true, 1}),
     [](const auto& info) { return info.param.name; });
 
 TEST(AttentionBlockVisibility, FromIndexRanges) {

@@ -57,19 +57,22 @@ TEST(AdamW, MatchesLibtorchAdamWOverManySteps) {
 }
 
 TEST(AdamW, FusedAndGeneralPathsMatchLibtorch) {
-  // Contiguous fp32 takes the one-pass kernel; a transposed (strided) fp32
-  // parameter and an fp64 one take the ATen path. All against libtorch.
+  // Contiguous fp32 takes the one-pass kernel (lengths that leave every
+  // remainder after a vector width, down to one element); a transposed
+  // (strided) fp32 parameter and an fp64 one take the ATen path. All against
+  // libtorch.
   at::manual_seed(11);
   AdamWOptions o{.lr = 3e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-5};
-  std::vector<at::Tensor> init = {at::randn({300000}), at::randn({7, 5}).t(),
-                                  at::randn({17}, at::kDouble)};
+  std::vector<at::Tensor> init = {at::randn({7, 5}).t(), at::randn({17}, at::kDouble),
+                                  at::randn({300000}), at::randn({300037}), at::randn({1}),
+                                  at::randn({15})};
   std::vector<at::Tensor> ours, ref;
   for (const auto& t : init) {
     // clone() keeps the transposed strides of the second tensor.
     ours.push_back(t.clone().requires_grad_(true));
     ref.push_back(t.clone().requires_grad_(true));
   }
-  ASSERT_FALSE(ours[1].is_contiguous());
+  ASSERT_FALSE(ours[0].is_contiguous());
   AdamW opt(ours, o);
   torch::optim::AdamW lib(ref, torch::optim::AdamWOptions(o.lr)
                                    .betas({o.beta1, o.beta2})
