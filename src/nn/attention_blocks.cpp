@@ -57,8 +57,9 @@ at::Tensor hidden_keys(const AttentionBlockMask& mask, const BlockShape& s, cons
 
 // A run of kv heads [first, first + count) and their query heads, laid out
 // for batched matmuls over (batch, kv head): one matmul per step of the block
-// instead of one per kv head (the per-call cost of ATen's ops was a third of
-// the attention's time at bench-medium's 64-row tiles).
+// instead of one per kv head, so ATen's per-call cost is paid once per run
+// (bench-medium, 64-row tiles, forward and backward: 14.2-14.5 ms per layer
+// one head at a time, 11.7-11.8 ms all four at once).
 struct HeadRun {
   int64_t first, count;
 };
@@ -141,8 +142,8 @@ AttentionBlockResult attention_block_forward(const at::Tensor& q, const at::Tens
     const HeadRun run{h, std::min(per_run, s.Hkv - h)};
     at::Tensor scores = run_scores(scaled_queries(q, s, run, scoring.scale), run_heads(k, run), s, run, hidden,
                                    first_column, scoring, nullptr);
-    // Softmax by its running maximum; the normalisation divides the output
-    // ([rows, D]) rather than the probabilities ([rows, Tk]).
+    // Softmax shifted by each row's maximum; the normalisation divides the
+    // output ([rows, D]) rather than the probabilities ([rows, Tk]).
     const at::Tensor top = finite_or_zero(scores.amax(-1, /*keepdim=*/true));  // 0 where all masked
     const at::Tensor p = scores.sub_(top).exp_();
     const at::Tensor total = p.sum(-1, /*keepdim=*/true);  // 0 only where all masked
