@@ -21,6 +21,31 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
+size_t edit_distance_within(std::string_view a, std::string_view b, size_t limit) {
+  if (a.size() > b.size()) std::swap(a, b);
+  const size_t beyond = limit + 1;
+  if (b.size() - a.size() > limit) return beyond;  // every alignment needs that many inserts
+  // Only cells within `limit` of the diagonal can stay within the limit;
+  // cells outside the band read as `beyond`.
+  std::vector<size_t> prev(b.size() + 1, beyond), cur(b.size() + 1, beyond);
+  for (size_t j = 0; j <= std::min(b.size(), limit); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    const size_t lo = i > limit ? i - limit : 1;
+    const size_t hi = std::min(b.size(), i + limit);
+    cur[lo - 1] = lo == 1 ? std::min(i, beyond) : beyond;
+    size_t row_min = cur[lo - 1];
+    for (size_t j = lo; j <= hi; ++j) {
+      const size_t subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst, beyond});
+      row_min = std::min(row_min, cur[j]);
+    }
+    if (hi < b.size()) cur[hi + 1] = beyond;  // the next row's band reaches one further
+    if (row_min >= beyond) return beyond;     // no alignment gets back under the limit
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
 namespace {
 
 void collect(const Config& node, const std::string& prefix, std::vector<std::string>& out) {
@@ -82,9 +107,10 @@ std::vector<std::string> closest_keys(const Config& root, std::string_view path,
   }
 
   // 1. Whole dotted paths.
+  const size_t path_tolerance = tolerance(segments.back().size());
   for (const auto& p : paths) {
-    size_t d = edit_distance(path, p);
-    if (d <= tolerance(segments.back().size())) offer(p, d);
+    size_t d = edit_distance_within(path, p, path_tolerance);
+    if (d <= path_tolerance) offer(p, d);
   }
   // 2. Siblings under the deepest existing parent.
   const Config* node = &root;
@@ -101,7 +127,7 @@ std::vector<std::string> closest_keys(const Config& root, std::string_view path,
     std::string rest;  // segments after the missing one
     for (size_t i = depth + 1; i < segments.size(); ++i) rest += "." + segments[i];
     for (const auto& [key, child] : node->entries()) {
-      size_t d = edit_distance(missing, key);
+      size_t d = edit_distance_within(missing, key, tolerance(missing.size()));
       if (d > tolerance(missing.size())) continue;
       std::string fixed = prefix.empty() ? key : prefix + "." + key;
       // Prefer the whole corrected path; a bare parent is a weaker hint.
@@ -131,7 +157,7 @@ std::vector<std::string> closest_names(const std::vector<std::string>& names,
                                        std::string_view name, size_t max_count) {
   std::vector<std::pair<size_t, std::string>> ranked;
   for (const auto& n : names) {
-    size_t d = edit_distance(name, n);
+    size_t d = edit_distance_within(name, n, tolerance(name.size()));
     if (d <= tolerance(name.size()) && n != name) ranked.emplace_back(d, n);
   }
   return best_of(std::move(ranked), max_count);
