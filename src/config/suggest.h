@@ -12,18 +12,11 @@
 #include <string_view>
 #include <vector>
 
+#include "core/edit_distance.h"
+
 namespace tessel::config {
 
 class Config;
-
-// Levenshtein distance (insert, delete, substitute: cost 1 each).
-size_t edit_distance(std::string_view a, std::string_view b);
-
-// The same where it is at most `limit`, else limit + 1, in time proportional
-// to the shorter length times the limit: the suggestions only want close
-// keys, and a key thousands of characters long (fuzzing found one in an
-// override) otherwise costs seconds against every path of the config.
-size_t edit_distance_within(std::string_view a, std::string_view b, size_t limit);
 
 // Every dotted path in `root` (mappings and list indices, interior nodes too).
 std::vector<std::string> all_paths(const Config& root);

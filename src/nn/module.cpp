@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "core/edit_distance.h"
 #include "core/error.h"
 #include "nn/checkpoint.h"
 
@@ -19,22 +20,6 @@ std::uint64_t next_hook_id() {
 
 std::string describe(const Module& m) {
   return m.path().empty() ? std::string("<root ") + m.name() + ">" : m.path();
-}
-
-// Levenshtein distance, to suggest the paths a mistyped one was meant to be.
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "config/suggest.h"
+#include "core/edit_distance.h"
 
 namespace tessel::parallel {
 
@@ -65,7 +65,7 @@ std::vector<std::string> nearest_paths(std::string_view pattern, const std::vect
       if (i) filled += '.';
       filled += (ps[i] == "*" && i < ss.size()) ? std::string(ss[i]) : std::string(ps[i]);
     }
-    scored.emplace_back(config::edit_distance(filled, path), path);
+    scored.emplace_back(edit_distance(filled, path), path);
   }
   std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> out;
