@@ -27,8 +27,11 @@ void collect(const Config& node, const std::string& prefix, std::vector<std::str
 }
 
 // A typo is "close" when it changes at most about a quarter of the name
-// (at least 2 edits, so short keys still get suggestions).
-size_t tolerance(size_t length) { return std::max<size_t>(2, length / 4); }
+// (at least 2 edits, so short keys still get suggestions), and at most 16:
+// the banded distance costs length x tolerance, which for a name thousands
+// of characters long would otherwise grow with the square of its length
+// (fuzzing: a 1 KB override key took seconds against a 1.3 KB config key).
+size_t tolerance(size_t length) { return std::clamp<size_t>(length / 4, 2, 16); }
 
 // Best first; drop candidates much worse than the best (a one-letter typo
 // should not also suggest every key of similar length).

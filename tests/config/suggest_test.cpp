@@ -37,5 +37,20 @@ TEST(Suggest, LongKeysStillGetTheirErrorAndCloseOnesTheirSuggestion) {
               HasSubstr("Did you mean '" + long_path + "'?"));
 }
 
+TEST(Suggest, AtMostSixteenEditsEvenForLongKeys) {
+  // The second shape fuzzing found: a 1.3 KB key in the file and a mistyped
+  // 1 KB override. A quarter of a long key would be hundreds of edits (and
+  // the distance's cost grows with it): suggestions stop at 16.
+  const std::string key(1000, 'k');
+  Config c = parse_yaml(key + ": 1\n", "test.yaml");
+  std::string far = key, near = key;
+  for (int i = 0; i < 17; ++i) far[static_cast<size_t>(i * 50)] = 'x';
+  for (int i = 0; i < 16; ++i) near[static_cast<size_t>(i * 50)] = 'x';
+  EXPECT_THAT(test_util::usage_error_of([&] { apply_overrides(c, {far + "=2"}); }),
+              ::testing::Not(HasSubstr("Did you mean")));
+  EXPECT_THAT(test_util::usage_error_of([&] { apply_overrides(c, {near + "=2"}); }),
+              HasSubstr("Did you mean '" + key + "'?"));
+}
+
 }  // namespace
 }  // namespace tessel::config
