@@ -52,7 +52,8 @@ Config load_recursive(const fs::path& path, std::vector<fs::path>& stack,
                       const std::string& included_from) {
   std::error_code ec;
   fs::path canonical = fs::weakly_canonical(path, ec);
-  if (ec) canonical = fs::absolute(path);
+  if (ec) canonical = fs::absolute(path, ec);
+  if (ec) canonical = path;
   for (const auto& p : stack) {
     if (p == canonical) {
       throw UsageError(fmt::format("config inheritance cycle: {} (a file may not list itself in "
@@ -60,8 +61,12 @@ Config load_recursive(const fs::path& path, std::vector<fs::path>& stack,
                                    chain_text(stack, canonical)));
     }
   }
-  if (!fs::is_regular_file(canonical)) {
-    throw UsageError(fmt::format("config file not found: '{}'{}", path.string(),
+  // The non-throwing form: a name the system refuses (too long, say) is the
+  // user's error to read, not a std::filesystem exception (found by fuzzing).
+  std::error_code status_error;
+  if (!fs::is_regular_file(canonical, status_error)) {
+    throw UsageError(fmt::format("config file not found: '{}'{}{}", path.string(),
+                                 status_error ? fmt::format(" ({})", status_error.message()) : std::string(),
                                  included_from.empty()
                                      ? std::string()
                                      : fmt::format(" (listed in 'defaults:' of '{}')", included_from)));

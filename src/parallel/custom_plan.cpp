@@ -26,15 +26,17 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
 // Existing file for `rel` in the search dirs (or as given when absolute).
 std::optional<fs::path> find_file(const std::string& rel, const std::vector<std::string>& dirs,
                                   std::vector<std::string>& tried) {
+  // Non-throwing checks: a name the system refuses (too long) is "not found".
+  std::error_code ec;
   fs::path p(rel);
   if (p.is_absolute()) {
     tried.push_back(p.string());
-    return fs::is_regular_file(p) ? std::optional<fs::path>(p) : std::nullopt;
+    return fs::is_regular_file(p, ec) ? std::optional<fs::path>(p) : std::nullopt;
   }
   for (const auto& d : dirs) {
     fs::path candidate = fs::path(d) / p;
     tried.push_back(candidate.string());
-    if (fs::is_regular_file(candidate)) return candidate;
+    if (fs::is_regular_file(candidate, ec)) return candidate;
   }
   return std::nullopt;
 }

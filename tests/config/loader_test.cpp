@@ -93,6 +93,10 @@ TEST(Loader, Errors) {
   // Found by fuzz/yaml_config ("!# : "): an empty key made interpolation
   // recurse until the stack overflowed ("" is the root's path).
   dir.write("empty_key.yaml", "a: 1\n!# : 2\n");
+  // Found by fuzz/plan_yaml: a parent whose name the system refuses (over
+  // NAME_MAX) made std::filesystem throw its own exception.
+  const std::string long_name = std::string(300, 'n') + ".yaml";
+  dir.write("long_parent.yaml", "defaults: " + long_name + "\n");
   struct Case {
     std::string file;
     std::vector<std::string> fragments;
@@ -109,6 +113,9 @@ TEST(Loader, Errors) {
       {"bad_defaults.yaml", {"'defaults' must be a file name or a list of file names"}},
       {"dup.yaml", {p("dup.yaml") + ":3: duplicate key 'a'"}},
       {"empty_key.yaml", {p("empty_key.yaml") + ":2: empty mapping key"}},
+      {"long_parent.yaml",
+       {"config file not found: '" + p(long_name) + "' (File name too long)",
+        "listed in 'defaults:' of '" + p("long_parent.yaml") + "'"}},
   };
   for (const auto& c : cases) {
     std::string message = usage_error_of([&] { load_yaml_file(dir.path() / c.file); });
