@@ -90,9 +90,10 @@ std::vector<std::string> closest_keys(const Config& root, std::string_view path,
     const std::string& missing = segments[depth];
     std::string rest;  // segments after the missing one
     for (size_t i = depth + 1; i < segments.size(); ++i) rest += "." + segments[i];
+    const size_t missing_tolerance = tolerance(missing.size());
     for (const auto& [key, child] : node->entries()) {
-      size_t d = edit_distance_within(missing, key, tolerance(missing.size()));
-      if (d > tolerance(missing.size())) continue;
+      size_t d = edit_distance_within(missing, key, missing_tolerance);
+      if (d > missing_tolerance) continue;
       std::string fixed = prefix.empty() ? key : prefix + "." + key;
       // Prefer the whole corrected path; a bare parent is a weaker hint.
       if (!rest.empty() && root.has(fixed + rest)) {
@@ -120,9 +121,10 @@ std::vector<std::string> closest_keys(const Config& root, std::string_view path,
 std::vector<std::string> closest_names(const std::vector<std::string>& names,
                                        std::string_view name, size_t max_count) {
   std::vector<std::pair<size_t, std::string>> ranked;
+  const size_t name_tolerance = tolerance(name.size());
   for (const auto& n : names) {
-    size_t d = edit_distance_within(name, n, tolerance(name.size()));
-    if (d <= tolerance(name.size()) && n != name) ranked.emplace_back(d, n);
+    size_t d = edit_distance_within(name, n, name_tolerance);
+    if (d <= name_tolerance && n != name) ranked.emplace_back(d, n);
   }
   return best_of(std::move(ranked), max_count);
 }
