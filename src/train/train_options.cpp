@@ -17,22 +17,25 @@ namespace {
 
 using config::Config;
 
-const std::vector<std::string>& keys_of(const std::string& path) {
+const CheckedSection& section_of(const std::string& path) {
   for (const auto& section : checked_config_sections()) {
-    if (section.path == path) return section.keys;
+    if (section.path == path) return section;
   }
   throw Error(fmt::format("no key list for config section {}", path));
 }
 
+const std::vector<std::string>& keys_of(const std::string& path) { return section_of(path).keys; }
+
 // A typo under these mappings would silently train with a default, so every
 // key must be one the trainer knows (the reference's names).
 void check_keys(const Config& node, const std::string& path) {
-  const auto& known = keys_of(path);
+  const CheckedSection& section = section_of(path);
+  const auto& known = section.keys;
   for (const auto& key : node.keys()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    throw UsageError(fmt::format("unknown config key '{}.{}'.{} Known keys of {}: {}", path, key,
-                                 config::did_you_mean(config::closest_names(known, key)), path,
-                                 fmt::join(known, ", ")));
+    throw UsageError(fmt::format("unknown config key '{}'.{} Known keys of {}: {}", section.key_path(key),
+                                 config::did_you_mean(config::closest_names(known, key)),
+                                 path.empty() ? "the top level" : path, fmt::join(known, ", ")));
   }
 }
 
@@ -160,7 +163,9 @@ std::string checkpoint_metric_from(const Config& c) {
 // The sections of checked_config_sections() that are not parsed by a helper
 // of their own: checked as a whole when present as a mapping.
 void check_plain_sections(const Config& c) {
-  for (const char* path : {"policy", "data", "checkpointing", "logger", "logger.tensorboard", "cluster"}) {
+  check_keys(c, "");
+  for (const char* path : {"policy", "policy.tokenizer", "data", "data.train", "data.validation", "checkpointing",
+                           "logger", "logger.tensorboard", "cluster"}) {
     const Config* node = c.find(path);
     if (node == nullptr || node->is_null()) continue;
     if (!node->is_map()) {
@@ -205,6 +210,7 @@ std::optional<std::chrono::seconds> must_save_by_from(const Config& c) {
 
 const std::vector<CheckedSection>& checked_config_sections() {
   static const std::vector<CheckedSection> sections = {
+      {"", {"sft", "policy", "data", "logger", "checkpointing", "cluster"}},
       {"sft",
        {"max_num_epochs", "max_num_steps", "val_period", "val_batches", "val_global_batch_size",
         "val_micro_batch_size", "val_at_start", "val_at_end", "seed"}},
@@ -218,6 +224,9 @@ const std::vector<CheckedSection>& checked_config_sections() {
        {"model_name", "tokenizer", "precision", "train_global_batch_size", "train_micro_batch_size",
         "max_total_sequence_length", "make_sequence_length_divisible_by", "max_grad_norm", "reshard_after_forward",
         "optimizer", "scheduler", "sequence_packing", "dynamic_batching", "dtensor_cfg", "megatron_cfg"}},
+      {"policy.tokenizer", {"name", "chat_template"}},
+      {"data.train", {"dataset_name", "split"}},
+      {"data.validation", {"dataset_name", "split"}},
       {"data",
        {"max_input_seq_length", "add_bos", "add_eos", "add_generation_prompt", "shuffle", "num_workers", "train",
         "validation"}},
@@ -244,6 +253,11 @@ TrainOptions train_options_from(const Config& c) {
   check_plain_sections(c);
   o.model_name = c.get<std::string>("policy.model_name");
   o.tokenizer = c.get_or<std::string>("policy.tokenizer.name", o.model_name);
+  if (c.get_or<std::optional<std::string>>("policy.tokenizer.chat_template", std::nullopt)) {
+    throw UsageError("policy.tokenizer.chat_template: tessel formats chat rows with its own fixed template "
+                     "(<|system|>, <|user|>, <|assistant|> turns, loss on the assistant's content; "
+                     "src/data/sft_template.h) and does not evaluate Jinja templates; set it to null");
+  }
   o.precision = c.get_or<std::string>("policy.precision", "float32");
   if (o.precision != "float32" && o.precision != "bfloat16" && o.precision != "float16") {
     throw UsageError(fmt::format("policy.precision: '{}' is not one of float32, bfloat16, float16",

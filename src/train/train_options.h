@@ -50,8 +50,10 @@ struct CheckpointOptions {
 // key is read: it changes the run, or a value tessel cannot honour is refused
 // (tests/train/config_keys_test.cpp holds each key to that).
 struct CheckedSection {
-  std::string path;  // "sft", "policy.dtensor_cfg", ...
+  std::string path;  // "" (the top level), "sft", "policy.dtensor_cfg", ...
   std::vector<std::string> keys;
+  // The dotted name of one of its keys ("sft.seed"; "sft" at the top level).
+  std::string key_path(const std::string& key) const { return path.empty() ? key : path + "." + key; }
 };
 const std::vector<CheckedSection>& checked_config_sections();
 

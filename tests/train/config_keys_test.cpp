@@ -190,6 +190,22 @@ const std::map<std::string, Probe>& probes() {
 
       {"cluster.num_nodes", {{}, {"cluster.num_nodes=2"}, PARALLEL_FIELD(num_nodes)}},
       {"cluster.gpus_per_node", {{}, {"cluster.gpus_per_node=4"}, PARALLEL_FIELD(gpus_per_node)}},
+
+      // The top level: each section is read (a key inside it changes the run).
+      {"sft", {{}, {"sft.max_num_steps=7"}, TRAIN_FIELD(max_num_steps)}},
+      {"policy", {{}, {"policy.model_name=tiny-qwen2"}, TRAIN_FIELD(model_name)}},
+      {"data", {{}, {"data.shuffle=false"}, TRAIN_FIELD(shuffle)}},
+      {"logger", {{}, {"logger.log_dir=elsewhere"}, TRAIN_FIELD(log_dir)}},
+      {"checkpointing", {{}, {"checkpointing.enabled=false"}, TRAIN_FIELD(checkpoint.enabled)}},
+      {"cluster", {{}, {"cluster.num_nodes=2"}, PARALLEL_FIELD(num_nodes)}},
+
+      {"policy.tokenizer.name", {{}, {"policy.tokenizer.name=tiny-qwen2"}, TRAIN_FIELD(tokenizer)}},
+      {"policy.tokenizer.chat_template", {{}, {"policy.tokenizer.chat_template=jinja"}, {}}},
+      {"data.train.dataset_name", {{}, {"data.train.dataset_name=demo_sft"}, TRAIN_FIELD(train_data.name)}},
+      {"data.train.split", {{}, {"data.train.split=validation"}, TRAIN_FIELD(train_data.split)}},
+      {"data.validation.dataset_name",
+       {{}, {"data.validation.dataset_name=demo_sft"}, TRAIN_FIELD(val_data->name)}},
+      {"data.validation.split", {{}, {"data.validation.split=train"}, TRAIN_FIELD(val_data->split)}},
   };
   return table;
 }
@@ -208,7 +224,7 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
 TEST(ConfigKeys, EveryAcceptedKeyIsRead) {
   for (const auto& section : checked_config_sections()) {
     for (const auto& key : section.keys) {
-      const std::string path = section.path + "." + key;
+      const std::string path = section.key_path(key);
       SCOPED_TRACE(path);
       const auto it = probes().find(path);
       if (it == probes().end()) {
@@ -239,7 +255,7 @@ TEST(ConfigKeys, EveryAcceptedKeyIsRead) {
 TEST(ConfigKeys, EveryProbeIsForAnAcceptedKey) {
   std::set<std::string> accepted;
   for (const auto& section : checked_config_sections()) {
-    for (const auto& key : section.keys) accepted.insert(section.path + "." + key);
+    for (const auto& key : section.keys) accepted.insert(section.key_path(key));
   }
   for (const auto& [path, probe] : probes()) {
     EXPECT_EQ(accepted.count(path), 1u) << path << " is probed but no section accepts it";
