@@ -50,6 +50,15 @@ TEST(FsdpCollectives, PackAndCopyOutRoundTrip) {
   copy_out_gathered(ps, packed, unsharded, 3, L);
   EXPECT_TRUE(unsharded.narrow(0, 0, 10).view({5, 2}).equal(a));
   EXPECT_TRUE(unsharded.narrow(0, 3 * 4, 4).equal(b));
+
+  // A parameter without a gradient packs as zeros on every rank, whatever
+  // the reused buffer held, and the one after it is still in place.
+  packed.fill_(-7.0);
+  pack_for_reduce_scatter(ps, {at::Tensor(), b}, 3, L, packed);
+  EXPECT_TRUE(packed.view({3, L}).equal(at::tensor({0.f, 0.f, 0.f, 0.f, 100.f, 101.f,  //
+                                                    0.f, 0.f, 0.f, 0.f, 102.f, 103.f,  //
+                                                    0.f, 0.f, 0.f, 0.f, 0.f, 0.f})
+                                            .view({3, L})));
 }
 
 TEST(BufferPool, ReusesFreedBlocksOfTheSameSize) {
