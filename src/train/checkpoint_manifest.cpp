@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "io/xxhash64.h"
 #include "train/checkpoint.h"
 
@@ -125,14 +126,25 @@ CheckpointManifest manifest_from_json(const std::string& json_text) {
   return out;
 }
 
+// A checkpoint written before tessel recorded file sizes and checksums has
+// nothing to verify against: say so rather than pass it as checked.
+void warn_if_unverifiable(const fs::path& step_dir, const CheckpointManifest& manifest) {
+  if (!manifest.empty()) return;
+  log::warn("checkpoint {} lists no file sizes or checksums (saved by an older tessel): loading it unverified",
+            step_dir.string());
+}
+
 void verify_checkpoint(const fs::path& step_dir) {
-  for (const auto& [name, saved] : read_manifest(step_dir)) verify_file(step_dir, name, saved);
+  const CheckpointManifest manifest = read_manifest(step_dir);
+  warn_if_unverifiable(step_dir, manifest);
+  for (const auto& [name, saved] : manifest) verify_file(step_dir, name, saved);
 }
 
 void verify_checkpoint(const fs::path& step_dir, dist::Communicator& world) {
   // Every rank reads the same metadata.json, so all agree on the list (or
   // all throw the same error here, with no collective pending).
   const CheckpointManifest manifest = read_manifest(step_dir);
+  if (world.rank() == 0) warn_if_unverifiable(step_dir, manifest);
   const std::vector<std::pair<std::string, io::FileDigest>> files(manifest.begin(),
                                                                   manifest.end());
   const int64_t n = static_cast<int64_t>(files.size());

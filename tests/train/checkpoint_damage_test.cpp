@@ -2,9 +2,12 @@
 // or missing file, an unreadable metadata.json) is caught before loading,
 // with a UsageError naming the file and the remedy: the exact
 // checkpointing.resume_from of the previous checkpoint. Following it resumes
-// from that step and trains on exactly as the uninterrupted run did.
+// from that step and trains on exactly as the uninterrupted run did. One
+// saved before tessel recorded checksums loads, with a warning that it is
+// unverified.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -128,6 +131,25 @@ TEST_F(CheckpointDamage, ConvertChecksTheFilesToo) {
   save_two_steps();
   flip_byte(step(4) / "rank_0.safetensors", 200);
   EXPECT_THROW(convert_checkpoint_to_hf(step(4), dir_ / "hf"), UsageError);
+}
+
+TEST_F(CheckpointDamage, CheckpointWithoutChecksumsLoadsWithAWarning) {
+  // As an older tessel wrote it: metadata.json without the "files" list.
+  save_two_steps();
+  nlohmann::json meta;
+  std::ifstream(step(4) / "metadata.json") >> meta;
+  ASSERT_TRUE(meta.contains("files"));
+  meta.erase("files");
+  std::ofstream(step(4) / "metadata.json") << meta.dump();
+  ::testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(verify_checkpoint(step(4)));
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(said, HasSubstr("checkpoint " + step(4).string() + " lists no file sizes or checksums"));
+  EXPECT_THAT(said, HasSubstr("loading it unverified"));
+  // A checkpoint with its list says nothing.
+  ::testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(verify_checkpoint(step(2)));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 TEST_F(CheckpointDamage, ResumeFromMustBeACompleteCheckpoint) {
