@@ -43,9 +43,12 @@ int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const Ste
   // row's scores and probabilities (2 x heads x seq_len per token) without
   // context parallelism, the ring's log-sum-exp (heads per token) with it.
   const int64_t attention = 2 * q + 3 * kv + 2 * q + q + (cp > 1 ? heads : 2 * heads * s.seq_len);
-  // Norms in/out (3h each), MLP gate/up/activation/product, projections'
+  // Norms in/out (3h each), MLP gate/up/activation/product (in float32 the
+  // fused SiLU product keeps no activation: nn/swiglu.h), projections'
   // outputs and residuals.
-  const int64_t per_token_layer = 6 * h + attention + 4 * inter + 4 * h;
+  const bool fused_silu = s.param_element_bytes == 4 && (m.hidden_act == "silu" || m.hidden_act == "swish");
+  const int64_t mlp = (fused_silu ? 3 : 4) * inter;
+  const int64_t per_token_layer = 6 * h + attention + mlp + 4 * h;
   const int64_t layers = m.num_hidden_layers;
   const int64_t saved_layers = s.activation_checkpointing ? 1 : layers;
   const int64_t layer_inputs = s.activation_checkpointing ? layers * h : 0;

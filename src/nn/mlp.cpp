@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
+#include "nn/swiglu.h"
 
 namespace tessel::nn {
 
@@ -28,7 +29,11 @@ GatedMLP::GatedMLP(int64_t hidden, int64_t intermediate, Activation act, bool bi
 Tensors GatedMLP::forward(const Tensors& inputs) {
   TESSEL_CHECK(inputs.size() == 1, "GatedMLP {} takes one input, got {}", path(), inputs.size());
   at::Tensor x = inputs[0];
-  return {down_proj_->call(activate(gate_proj_->call(x), act_) * up_proj_->call(x))};
+  const at::Tensor gate = gate_proj_->call(x), up = up_proj_->call(x);
+  // float32 SiLU (the training case here): one fused node; otherwise the
+  // ATen composition, HF's formula verbatim.
+  if (act_ == Activation::SiLU && swiglu_fp32_applies(gate, up)) return {down_proj_->call(swiglu_fp32(gate, up))};
+  return {down_proj_->call(activate(gate, act_) * up)};
 }
 
 }  // namespace tessel::nn
