@@ -164,7 +164,7 @@ std::string checkpoint_metric_from(const Config& c) {
 // of their own: checked as a whole when present as a mapping.
 void check_plain_sections(const Config& c) {
   check_keys(c, "");
-  for (const char* path : {"policy", "policy.tokenizer", "data", "data.train", "data.validation", "checkpointing",
+  for (const char* path : {"policy", "policy.tokenizer", "policy.optimizer", "data", "data.train", "data.validation", "checkpointing",
                            "logger", "logger.tensorboard", "cluster"}) {
     const Config* node = c.find(path);
     if (node == nullptr || node->is_null()) continue;
@@ -214,6 +214,7 @@ const std::vector<CheckedSection>& checked_config_sections() {
       {"sft",
        {"max_num_epochs", "max_num_steps", "val_period", "val_batches", "val_global_batch_size",
         "val_micro_batch_size", "val_at_start", "val_at_end", "seed"}},
+      {"policy.optimizer", {"name", "kwargs"}},
       {"policy.optimizer.kwargs",
        {"lr", "weight_decay", "betas", "eps", "foreach", "fused", "amsgrad", "maximize"}},
       {"policy.sequence_packing",

@@ -69,6 +69,8 @@ const std::map<std::string, Probe>& probes() {
       {"sft.val_at_end", {{}, {"sft.val_at_end=true"}, TRAIN_FIELD(val_at_end)}},
       {"sft.seed", {{}, {"sft.seed=7"}, TRAIN_FIELD(seed)}},
 
+      {"policy.optimizer.name", {{}, {"policy.optimizer.name=torch.optim.SGD"}, {}}},
+      {"policy.optimizer.kwargs", {{}, {"policy.optimizer.kwargs.lr=0.02"}, TRAIN_FIELD(adamw.lr)}},
       {"policy.optimizer.kwargs.lr", {{}, {"policy.optimizer.kwargs.lr=0.01"}, TRAIN_FIELD(adamw.lr)}},
       {"policy.optimizer.kwargs.weight_decay",
        {{}, {"policy.optimizer.kwargs.weight_decay=0.5"}, TRAIN_FIELD(adamw.weight_decay)}},
