@@ -164,8 +164,8 @@ std::string checkpoint_metric_from(const Config& c) {
 // of their own: checked as a whole when present as a mapping.
 void check_plain_sections(const Config& c) {
   check_keys(c, "");
-  for (const char* path : {"policy", "policy.tokenizer", "policy.optimizer", "data", "data.train", "data.validation", "checkpointing",
-                           "logger", "logger.tensorboard", "cluster"}) {
+  for (const char* path : {"policy", "policy.tokenizer", "policy.optimizer", "data", "data.train",
+                           "data.validation", "checkpointing", "logger", "logger.tensorboard", "cluster"}) {
     const Config* node = c.find(path);
     if (node == nullptr || node->is_null()) continue;
     if (!node->is_map()) {
