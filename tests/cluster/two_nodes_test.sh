@@ -5,9 +5,12 @@
 #     nodes computes the same thing);
 #   - the inter-node bytes per step tessel counted equal, to the byte, what
 #     `tessel plan --predict` computes in closed form;
-#   - the node links' own tx counters over the run are within 3% above
-#     tessel's count for the run (TCP/IP headers and MPI's own start-up
-#     messages come on top; never below: nothing may cross uncounted).
+#   - the node links' own tx counters over the run are at most 1% plus
+#     160 KiB above tessel's count for the run, never below (nothing may
+#     cross uncounted): TCP/IP headers add under 1% at MTU 9000, and MPI's
+#     launch (the daemons' wire-up and the remote ranks' forwarded output,
+#     over the same subnet) a fixed 80-100 KB per run as measured, which a
+#     bound in percent alone failed for the small HSDP run (3.3%).
 # Needs root and network namespaces; exits 77 (skipped) with the reason where
 # they are not available.
 set -euo pipefail
@@ -62,7 +65,8 @@ for r in train2:
     check(got == want, f"step {r['step']}: counted inter-node bytes {got} == predicted {want}")
 check(all(b["other_node"] == 0 for r in train1 for b in r["sent_bytes"].values()), "one node: nothing counted as inter-node")
 run = [r for r in two if r["split"] == "run"][-1]["inter_node_bytes"]
-check(run <= link <= run * 1.03, f"link counters {link} B within 3% above the run's counted {run} B ({link / run:.4f})")
+check(run <= link <= run * 1.01 + 160 * 1024,
+      f"link counters {link} B within 1% + 160 KiB above the run's counted {run} B (+{link - run} B)")
 sys.exit(0 if ok else 1)
 PY
 done
