@@ -88,6 +88,16 @@ class Communicator {
   virtual const std::vector<int>& world_ranks() const = 0;
 
   virtual WorkPtr all_gather_into_async(const at::Tensor& out, const at::Tensor& in) = 0;
+  // The all-gather of consecutive segments of `in` (segment i has
+  // segment_numels[i] elements), each gathered rank-major into its own region
+  // of `out`: out holds, segment after segment, size() x segment_numels[i]
+  // elements, rank r's part of segment i at that region's offset +
+  // r * segment_numels[i]. With one segment it is all_gather_into. FSDP
+  // gathers a group's parameters this way, each straight into its unsharded
+  // rows, so no copy follows the transfer. One collective: counted once, as
+  // an all-gather of in.nbytes(). `in` must not overlap `out`.
+  virtual WorkPtr all_gather_segments_async(const at::Tensor& out, const at::Tensor& in,
+                                            const std::vector<int64_t>& segment_numels) = 0;
   virtual WorkPtr reduce_scatter_from_async(const at::Tensor& out, const at::Tensor& in,
                                             ReduceOp op) = 0;
   // In place: every rank ends with the reduction of all ranks' `tensor`.

@@ -175,6 +175,50 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& out, const at::Tensor& in,
   });
 }
 
+WorkPtr MpiCommunicator::all_gather_segments_async(const at::Tensor& out, const at::Tensor& in,
+                                                   const std::vector<int64_t>& segment_numels) {
+  check_all_gather_segments(name(), size(), out, in, segment_numels);
+  check_cpu("all_gather", name(), out, "out");
+  check_cpu("all_gather", name(), in, "in");
+  record(CollectiveKind::AllGather, static_cast<int64_t>(in.nbytes()));
+  record_sends_to_each_peer(CollectiveKind::AllGather, static_cast<int64_t>(in.nbytes()));
+  const MpiMoveType mt = mpi_move_type(in.scalar_type());
+  // One MPI all-gather per non-empty segment, all posted before the first is
+  // awaited (MPI starts collectives of one communicator in posting order):
+  // each lands in its region directly, where one gather of the whole buffer
+  // would need a copy into the regions afterwards.
+  struct Segment {
+    int64_t offset_bytes;  // in `in`; the region in `out` starts at size() times it
+    int count;
+  };
+  std::vector<Segment> segments;
+  int64_t offset = 0;
+  for (int64_t n : segment_numels) {
+    if (n > 0) {
+      mpi_count(n * mt.units_per_element * size(), "all_gather", name());  // the region in `out`
+      segments.push_back({offset * static_cast<int64_t>(in.element_size()),
+                          mpi_count(n * mt.units_per_element, "all_gather", name())});
+    }
+    offset += n;
+  }
+  auto* send = static_cast<std::byte*>(in.data_ptr());
+  auto* recv = static_cast<std::byte*>(out.data_ptr());
+  const int group_size = size();
+  MPI_Comm comm = comm_;
+  // The tensors ride along in the job so they outlive it whatever the caller does.
+  return submit("all_gather", false, nullptr,
+                [=, keep_in = in, keep_out = out](Progress& p) -> CommJob {
+                  std::vector<MPI_Request> requests(segments.size(), MPI_REQUEST_NULL);
+                  for (size_t i = 0; i < segments.size(); ++i) {
+                    MPI_Iallgather(send + segments[i].offset_bytes, segments[i].count, mt.type,
+                                   recv + group_size * segments[i].offset_bytes, segments[i].count, mt.type,
+                                   comm, &requests[i]);
+                  }
+                  p.done_posting();
+                  for (MPI_Request& r : requests) co_await p.wait(r);
+                });
+}
+
 WorkPtr MpiCommunicator::reduce_scatter_from_async(const at::Tensor& out, const at::Tensor& in,
                                                    ReduceOp op) {
   return reduce_scatter(out, in, op, false);

@@ -28,6 +28,10 @@ ShapeOnlyCommunicator::ShapeOnlyCommunicator(int size, int rank, const std::stri
 WorkPtr ShapeOnlyCommunicator::all_gather_into_async(const at::Tensor&, const at::Tensor&) {
   refuse(name(), "all_gather");
 }
+WorkPtr ShapeOnlyCommunicator::all_gather_segments_async(const at::Tensor&, const at::Tensor&,
+                                                         const std::vector<int64_t>&) {
+  refuse(name(), "all_gather");
+}
 WorkPtr ShapeOnlyCommunicator::reduce_scatter_from_async(const at::Tensor&, const at::Tensor&, ReduceOp) {
   refuse(name(), "reduce_scatter");
 }

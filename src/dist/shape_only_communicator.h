@@ -14,6 +14,8 @@ class ShapeOnlyCommunicator : public CommunicatorBase {
   ShapeOnlyCommunicator(int size, int rank, const std::string& name);
 
   WorkPtr all_gather_into_async(const at::Tensor& out, const at::Tensor& in) override;
+  WorkPtr all_gather_segments_async(const at::Tensor& out, const at::Tensor& in,
+                                    const std::vector<int64_t>& segment_numels) override;
   WorkPtr reduce_scatter_from_async(const at::Tensor& out, const at::Tensor& in, ReduceOp op) override;
   WorkPtr all_reduce_async(const at::Tensor& tensor, ReduceOp op) override;
   WorkPtr all_to_all_async(const at::Tensor& out, const at::Tensor& in) override;

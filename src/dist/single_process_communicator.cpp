@@ -31,6 +31,15 @@ WorkPtr SingleProcessCommunicator::all_gather_into_async(const at::Tensor& out,
   return done();
 }
 
+WorkPtr SingleProcessCommunicator::all_gather_segments_async(const at::Tensor& out, const at::Tensor& in,
+                                                             const std::vector<int64_t>& segment_numels) {
+  // Over one rank every segment's region is the segment itself.
+  check_all_gather_segments(name(), 1, out, in, segment_numels);
+  record(CollectiveKind::AllGather, static_cast<int64_t>(in.nbytes()));
+  flat_copy(out, in);
+  return done();
+}
+
 WorkPtr SingleProcessCommunicator::reduce_scatter_from_async(const at::Tensor& out,
                                                              const at::Tensor& in, ReduceOp) {
   // The reduction over one rank is the identity, for SUM and MAX alike.

@@ -14,6 +14,8 @@ class SingleProcessCommunicator : public CommunicatorBase {
   explicit SingleProcessCommunicator(const std::string& name = "world", int world_rank = 0);
 
   WorkPtr all_gather_into_async(const at::Tensor& out, const at::Tensor& in) override;
+  WorkPtr all_gather_segments_async(const at::Tensor& out, const at::Tensor& in,
+                                    const std::vector<int64_t>& segment_numels) override;
   WorkPtr reduce_scatter_from_async(const at::Tensor& out, const at::Tensor& in,
                                     ReduceOp op) override;
   WorkPtr all_reduce_async(const at::Tensor& tensor, ReduceOp op) override;

@@ -8,20 +8,6 @@
 
 namespace tessel::fsdp {
 
-void copy_out_gathered(const std::vector<FSDPParam*>& params, const at::Tensor& gathered,
-                       const at::Tensor& unsharded, int world, int64_t local_numel) {
-  at::NoGradGuard no_grad;
-  at::Tensor by_rank = gathered.view({world, local_numel});
-  for (const FSDPParam* p : params) {
-    const int64_t n = p->padded_shard_numel();
-    if (n == 0) continue;
-    // [W, n] block of the unsharded buffer <- column slice of the rank-major rows
-    unsharded.narrow(0, world * p->shard_offset(), world * n)
-        .view({world, n})
-        .copy_(by_rank.narrow(1, p->shard_offset(), n));
-  }
-}
-
 void pack_for_reduce_scatter(const std::vector<FSDPParam*>& params, const std::vector<at::Tensor>& grads,
                              int world, int64_t local_numel, const at::Tensor& packed_flat) {
   at::NoGradGuard no_grad;

@@ -1,16 +1,19 @@
 // Stateless helpers over a list of FSDPParams (PyTorch FSDP2's
-// _fsdp_collectives): the layouts that turn per-parameter tensors into the one
-// flat buffer a group all-gathers or reduce-scatters, and back.
+// _fsdp_collectives): the layouts that turn per-parameter tensors into the
+// flat buffers a group all-gathers or reduce-scatters.
 //
 // Layouts, for a group of parameters p with padded shards of s_p elements at
 // offset o_p (L = sum of s_p, W = shard world size):
 //   local buffer      [L]        this rank's padded shards, parameter after parameter
-//   gathered buffer   [W * L]    rank-major: rank r's local buffer at r*L (what
-//                                all_gather_into / reduce_scatter_from move)
 //   unsharded buffer  [W * L]    parameter-major: parameter p's W padded chunks at
 //                                W*o_p, i.e. its full rows followed by padding
-// Rank-major data cannot be a strided view of a parameter's rows, so the copy
-// out of the gathered buffer into the unsharded one is the one copy per gather.
+//   packed buffer     [W * L]    rank-major: rank r's local-layout row at r*L (what
+//                                reduce_scatter_from splits)
+// The all-gather fills the unsharded buffer directly: each parameter's shards
+// form one segment of the local buffer, gathered rank-major into its own
+// W*s_p region (Communicator::all_gather_segments_async), which is that
+// parameter's rows. The reduce-scatter needs every rank's row contiguous, so
+// the gradients are packed rank-major first.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,10 +24,6 @@
 #include "fsdp/fsdp_param.h"
 
 namespace tessel::fsdp {
-
-// gathered [W*L] (rank-major) -> unsharded [W*L] (parameter-major).
-void copy_out_gathered(const std::vector<FSDPParam*>& params, const at::Tensor& gathered,
-                       const at::Tensor& unsharded, int world, int64_t local_numel);
 
 // Full-shape gradients (undefined = zero) -> `packed` [W*L] (its contents
 // are overwritten: zero padding, rank-major), ready for reduce_scatter_from.

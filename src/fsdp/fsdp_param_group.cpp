@@ -43,6 +43,7 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
   for (auto& p : params_) {
     p->set_shard_offset(local_numel_);
     local_numel_ += p->padded_shard_numel();
+    shard_numels_.push_back(p->padded_shard_numel());
     param_ptrs_.push_back(p.get());
   }
   at::NoGradGuard no_grad;
@@ -97,11 +98,14 @@ void FSDPParamGroup::unshard() {
     in_flight_ = InFlight{std::move(work), post_forward_slice_, unsharded_flat_, true};
     return;
   }
+  // Each parameter's shards are gathered straight into its unsharded rows
+  // (fsdp_collectives.h): the buffer gets its memory now, and nothing is
+  // copied once the gather is done.
   at::Tensor input = param_dtype_ == at::kFloat ? local_flat_ : local_flat_.to(param_dtype_);
-  at::Tensor gathered = new_buffer(world_ * local_numel_, input.scalar_type());
-  track_alloc(Buffer::UnshardedParams, tensor_bytes(gathered) + cast_bytes(input));
-  auto work = mesh_.shard()->all_gather_into_async(gathered, input);
-  in_flight_ = InFlight{std::move(work), std::move(input), std::move(gathered), false};
+  alloc_storage(unsharded_flat_, pool_.get());
+  track_alloc(Buffer::UnshardedParams, unsharded_param_bytes() + cast_bytes(input));
+  auto work = mesh_.shard()->all_gather_segments_async(unsharded_flat_, input, shard_numels_);
+  in_flight_ = InFlight{std::move(work), std::move(input), unsharded_flat_, false};
 }
 
 void FSDPParamGroup::wait_for_unshard() {
@@ -114,10 +118,7 @@ void FSDPParamGroup::wait_for_unshard() {
     track_free(Buffer::UnshardedParams, tensor_bytes(post_forward_slice_));
     post_forward_slice_ = at::Tensor();
   } else {
-    alloc_storage(unsharded_flat_, pool_.get());
-    track_alloc(Buffer::UnshardedParams, unsharded_param_bytes());
-    copy_out_gathered(param_ptrs_, op.output, unsharded_flat_, world_, local_numel_);
-    track_free(Buffer::UnshardedParams, tensor_bytes(op.output) + cast_bytes(op.input));
+    track_free(Buffer::UnshardedParams, cast_bytes(op.input));
   }
   sharded_state_ = ShardedState::Unsharded;
 }

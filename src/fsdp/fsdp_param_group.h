@@ -1,5 +1,6 @@
 // FSDPParamGroup: the parameters of one fully_shard call, moved together by
-// one flat all-gather and one flat reduce-scatter per pass (PyTorch FSDP2's
+// one all-gather (segment-wise: each parameter's shards straight into its
+// unsharded rows) and one flat reduce-scatter per pass (PyTorch FSDP2's
 // FSDPParamGroup). It owns the buffers (layouts in fsdp_collectives.h), the
 // ShardedState machine
 //     Sharded --unshard--> Unsharded --reshard(k)--> ShardedPostForward
@@ -66,7 +67,7 @@ class FSDPParamGroup {
   // Issues the all-gather (async) unless unsharded or already in flight.
   void unshard();
   bool unshard_in_flight() const { return in_flight_.has_value(); }
-  // Waits for the in-flight all-gather and copies out: afterwards Unsharded.
+  // Waits for the in-flight all-gather: afterwards Unsharded.
   void wait_for_unshard();
   // Frees everything unsharded: afterwards Sharded. Waits for an in-flight gather.
   void reshard();
@@ -107,8 +108,8 @@ class FSDPParamGroup {
   bool computes_on_shards() const { return computes_on_shards_; }
   const std::shared_ptr<MemoryTracker>& memory() const { return memory_; }
   void set_memory_tracker(std::shared_ptr<MemoryTracker> tracker);
-  // Where the buffers every pass allocates (all-gather output, unsharded
-  // storage, packed gradients) come from; null: the CPU allocator. FSDPState
+  // Where the buffers every pass allocates (unsharded storage, packed
+  // gradients) come from; null: the CPU allocator. FSDPState
   // gives the decoder layers' groups their root's pool.
   void set_buffer_pool(std::shared_ptr<BufferPool> pool) { pool_ = std::move(pool); }
 
@@ -145,6 +146,7 @@ class FSDPParamGroup {
   FSDPMesh mesh_;
   int world_;
   int64_t local_numel_ = 0;  // L
+  std::vector<int64_t> shard_numels_;  // each parameter's padded shard, in offset order (they tile L)
   at::ScalarType param_dtype_;
   at::ScalarType reduce_dtype_;
   PostForward post_forward_mode_ = PostForward::Reshard;

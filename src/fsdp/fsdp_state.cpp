@@ -15,7 +15,7 @@
 //
 // Forward (hooks on the one hook point, nn::Module::call):
 //   pre-forward   issue this group's all-gather (unless prefetched), wait for
-//                 it, copy out, issue the next group's (order recorded in the
+//                 it, issue the next group's (order recorded in the
 //                 previous iteration) so it overlaps this group's compute,
 //                 install the unsharded params;
 //                 wrap the floating inputs in RegisterPostBackward (below).

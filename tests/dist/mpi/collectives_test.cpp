@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/error.h"
 #include "dist/algorithms.h"
 #include "dist/communicator.h"
 #include "dist/mpi/values.h"
@@ -61,6 +62,35 @@ TEST(MpiCollectives, AllGatherEveryDtype) {
       EXPECT_TRUE(at::equal(out, at::cat(parts))) << where(dtype, n);
     }
   }
+}
+
+TEST(MpiCollectives, AllGatherSegmentsLandInTheirOwnRegions) {
+  CommunicatorPtr w = world();
+  const int size = w->size(), me = w->rank();
+  const std::vector<std::vector<int64_t>> cases = {{}, {3}, {2, 0, 5, 1}, {0, 0}, {1000, 7, 0, 4096}};
+  const int64_t gathers_before = w->counters().count(CollectiveKind::AllGather);
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kLong}) {
+    for (const auto& segments : cases) {
+      int64_t total = 0;
+      for (int64_t n : segments) total += n;
+      at::Tensor in = rank_values(me, total, dtype);
+      at::Tensor out = at::full({size * total}, 99, in.options());
+      w->all_gather_segments_async(out, in, segments)->wait();
+      // Expected: segment by segment, every rank's slice of it in rank order.
+      std::vector<at::Tensor> parts;
+      int64_t offset = 0;
+      for (int64_t n : segments) {
+        for (int r = 0; r < size; ++r) parts.push_back(rank_values(r, total, dtype).narrow(0, offset, n));
+        offset += n;
+      }
+      const at::Tensor expected = parts.empty() ? at::empty({0}, in.options()) : at::cat(parts);
+      EXPECT_TRUE(at::equal(out, expected)) << where(dtype, total) << " segments " << segments.size();
+    }
+  }
+  // One collective per call, however many segments.
+  EXPECT_EQ(w->counters().count(CollectiveKind::AllGather) - gathers_before, 3 * static_cast<int64_t>(cases.size()));
+  // Segments that do not tile `in` are refused on the calling rank before anything moves.
+  EXPECT_THROW(w->all_gather_segments_async(at::zeros({size * 4}), at::zeros({4}), {1, 2}), Error);
 }
 
 TEST(MpiCollectives, AllGatherInPlaceAndMultiDim) {
