@@ -1,8 +1,8 @@
 // BufferPool: reusable flat buffers for what the decoder layers' groups
-// allocate and free on every pass (all-gather outputs, unsharded parameter
-// storage, packed reduce-scatter inputs). Every layer of a decoder has the
-// same size, so a handful of blocks serves the whole model: "free" returns a
-// block to the pool instead of to the C library. That keeps the process's
+// allocate and free on every pass (unsharded parameter storage, packed
+// reduce-scatter inputs). Every layer of a decoder has the same size, so a
+// handful of blocks serves the whole model: "free" returns a block to the
+// pool instead of to the C library. That keeps the process's
 // resident set at what is live (glibc's heap fragments badly when
 // layer-sized buffers are freed between long-lived activations: on a
 // 48-layer model the heap grew to 3x the live tensors in one forward) and

@@ -34,8 +34,8 @@ bool storage_is_allocated(const at::Tensor& t);
 int64_t tensor_bytes(const at::Tensor& t);
 
 // What FSDP holds beyond the sharded state, over every group of one root:
-// unsharded parameters and their gather buffers (and post-forward slices),
-// and gradient buffers (packed reduce-scatter inputs, reduce outputs not yet
+// unsharded parameters (and post-forward slices, low-precision copies of
+// the shards being gathered), and gradient buffers (packed reduce-scatter inputs, reduce outputs not yet
 // applied to the sharded .grad, full gradients kept across microbatches
 // without sync). Each kind's current bytes and the peak of their sum.
 enum class Buffer { UnshardedParams = 0, Gradients = 1 };

@@ -29,13 +29,13 @@ class FSDPParamGroup;
 struct FSDPMemoryStats {
   int64_t sharded_param_bytes = 0;         // fp32 padded local shards
   int64_t sharded_grad_bytes = 0;          // fp32 .grad of the shards
-  int64_t unsharded_param_bytes = 0;       // unsharded params + gather buffers alive now
+  int64_t unsharded_param_bytes = 0;       // unsharded params (+ low-precision gather inputs) alive now
   int64_t peak_unsharded_param_bytes = 0;  // their peak since the last reset
   // Packed reduce-scatter inputs, reduce outputs not yet applied to .grad,
   // full gradients kept across microbatches (no sync): alive now.
   int64_t gradient_buffer_bytes = 0;
   // Peak of everything FSDP holds beyond the sharded state (unsharded params,
-  // gather buffers and gradient buffers together) since the last reset.
+  // gather inputs and gradient buffers together) since the last reset.
   int64_t peak_transient_bytes = 0;
 };
 
