@@ -177,7 +177,7 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& out, const at::Tensor& in,
 
 WorkPtr MpiCommunicator::all_gather_segments_async(const at::Tensor& out, const at::Tensor& in,
                                                    const std::vector<int64_t>& segment_numels) {
-  check_all_gather_segments(name(), size(), out, in, segment_numels);
+  check_all_gather_segments(name(), size(), rank(), out, in, segment_numels);
   check_cpu("all_gather", name(), out, "out");
   check_cpu("all_gather", name(), in, "in");
   record(CollectiveKind::AllGather, static_cast<int64_t>(in.nbytes()));

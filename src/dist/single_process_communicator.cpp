@@ -34,7 +34,7 @@ WorkPtr SingleProcessCommunicator::all_gather_into_async(const at::Tensor& out,
 WorkPtr SingleProcessCommunicator::all_gather_segments_async(const at::Tensor& out, const at::Tensor& in,
                                                              const std::vector<int64_t>& segment_numels) {
   // Over one rank every segment's region is the segment itself.
-  check_all_gather_segments(name(), 1, out, in, segment_numels);
+  check_all_gather_segments(name(), 1, 0, out, in, segment_numels);
   record(CollectiveKind::AllGather, static_cast<int64_t>(in.nbytes()));
   flat_copy(out, in);
   return done();

@@ -21,9 +21,10 @@ bool is_reducible_dtype(at::ScalarType dtype);
 // `in` may be this rank's slot of `out` (in place); any other overlap throws.
 void check_all_gather(const std::string& group, int size, int rank, const at::Tensor& out,
                       const at::Tensor& in);
-// Segments are non-negative and cover `in` exactly; `in` must not overlap `out`.
-void check_all_gather_segments(const std::string& group, int size, const at::Tensor& out, const at::Tensor& in,
-                               const std::vector<int64_t>& segment_numels);
+// check_all_gather's checks, and: segments are non-negative and cover `in`
+// exactly; `in` must not overlap `out` (no in-place form).
+void check_all_gather_segments(const std::string& group, int size, int rank, const at::Tensor& out,
+                               const at::Tensor& in, const std::vector<int64_t>& segment_numels);
 void check_reduce_scatter(const std::string& group, int size, const at::Tensor& out,
                           const at::Tensor& in);
 void check_all_reduce(const std::string& group, const at::Tensor& tensor);

@@ -35,9 +35,9 @@ int64_t tensor_bytes(const at::Tensor& t);
 
 // What FSDP holds beyond the sharded state, over every group of one root:
 // unsharded parameters (and post-forward slices, low-precision copies of
-// the shards being gathered), and gradient buffers (packed reduce-scatter inputs, reduce outputs not yet
-// applied to the sharded .grad, full gradients kept across microbatches
-// without sync). Each kind's current bytes and the peak of their sum.
+// the shards being gathered), and gradient buffers (packed reduce-scatter
+// inputs, reduce outputs not yet applied to the sharded .grad, full
+// gradients kept across microbatches without sync). Each kind's current bytes and the peak of their sum.
 enum class Buffer { UnshardedParams = 0, Gradients = 1 };
 
 class MemoryTracker {

@@ -95,7 +95,7 @@ void FSDPParamGroup::unshard() {
     alloc_storage(unsharded_flat_, pool_.get());
     track_alloc(Buffer::UnshardedParams, unsharded_param_bytes());
     auto work = post_forward_comm_->all_gather_into_async(unsharded_flat_, post_forward_slice_);
-    in_flight_ = InFlight{std::move(work), post_forward_slice_, unsharded_flat_, true};
+    in_flight_ = InFlight{std::move(work), post_forward_slice_, true};
     return;
   }
   // Each parameter's shards are gathered straight into its unsharded rows
@@ -105,7 +105,7 @@ void FSDPParamGroup::unshard() {
   alloc_storage(unsharded_flat_, pool_.get());
   track_alloc(Buffer::UnshardedParams, unsharded_param_bytes() + cast_bytes(input));
   auto work = mesh_.shard()->all_gather_segments_async(unsharded_flat_, input, shard_numels_);
-  in_flight_ = InFlight{std::move(work), std::move(input), unsharded_flat_, false};
+  in_flight_ = InFlight{std::move(work), std::move(input), false};
 }
 
 void FSDPParamGroup::wait_for_unshard() {

@@ -114,10 +114,11 @@ class FSDPParamGroup {
   void set_buffer_pool(std::shared_ptr<BufferPool> pool) { pool_ = std::move(pool); }
 
  private:
+  // An all-gather into unsharded_flat_ and the tensor it reads (kept alive
+  // until it is done).
   struct InFlight {
     dist::WorkPtr work;
     at::Tensor input;
-    at::Tensor output;
     bool from_post_forward_slice = false;
   };
   struct PendingReduce {
