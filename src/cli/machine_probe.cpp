@@ -13,9 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "core/compute_threads.h"
 #include "loss/cross_entropy.h"
 #include "models/causal_lm.h"
 #include "models/registry.h"
+#include "optim/adamw.h"
+#include "optim/grad_norm.h"
 #include "train/memory.h"
 
 namespace tessel::cli {
@@ -29,8 +32,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 }  // namespace
 
 double gemm_gflops() {
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);  // a rank computes on one thread (TESSEL_NUM_THREADS aside)
+  core::ComputeThreadsScope one_thread(1);  // a rank computes on one thread (TESSEL_NUM_THREADS aside)
   const int64_t n = 512;
   const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
   at::Tensor c = at::mm(a, b);  // warm-up
@@ -40,7 +42,6 @@ double gemm_gflops() {
     c = at::mm(a, b);
     best = std::min(best, seconds_since(t0));
   }
-  at::set_num_threads(threads);
   return 2.0 * n * n * n / best / 1e9;
 }
 
@@ -106,7 +107,7 @@ double tcp_gbytes_s() {
 
 int64_t runtime_rss_bytes() { return train::current_rss_bytes(); }
 
-std::optional<double> measure_micro_batch_compute_s(const models::ModelConfig& model, int tp, int64_t micro_batch,
+std::optional<MicroBatchTiming> measure_micro_batch(const models::ModelConfig& model, int tp, int64_t micro_batch,
                                                     int64_t seq_len, int64_t max_layer_bytes) {
   models::ModelConfig local = model;
   local.num_attention_heads = std::max<int64_t>(1, model.num_attention_heads / tp);
@@ -120,8 +121,9 @@ std::optional<double> measure_micro_batch_compute_s(const models::ModelConfig& m
   const int64_t head_bytes = 4 * local.vocab_size * model.hidden_size * 2;
   if (layer_bytes > max_layer_bytes || head_bytes > 4 * max_layer_bytes) return std::nullopt;
 
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);
+  core::ComputeThreadsScope one_thread(1);
+  // The fastest of two timed repetitions (a third, first, warms up) of the
+  // forward alone and of forward and backward together.
   auto time_layers = [&](int64_t layers) {
     models::ModelConfig c = local;
     c.num_hidden_layers = layers;
@@ -131,20 +133,43 @@ std::optional<double> measure_micro_batch_compute_s(const models::ModelConfig& m
       for (auto& p : m->parameters()) p.normal_(0.0, 0.02);
     }
     const at::Tensor ids = at::randint(local.vocab_size, {micro_batch, seq_len}, at::kLong);
-    double best = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {  // the first warms up
+    MicroBatchTiming best{1e30, 1e30};
+    for (int rep = 0; rep < 3; ++rep) {
       const auto t0 = Clock::now();
-      const at::Tensor logits = m->forward_logits(ids);
-      loss::cross_entropy_sum(logits, ids).sum.backward();
-      if (rep > 0) best = std::min(best, seconds_since(t0));
+      const at::Tensor loss = loss::cross_entropy_sum(m->forward_logits(ids), ids).sum;
+      const double forward = seconds_since(t0);
+      loss.backward();
+      if (rep > 0) best = {std::min(best.forward_s, forward), std::min(best.total_s, seconds_since(t0))};
       for (auto& p : m->parameters()) p.mutable_grad() = at::Tensor();
     }
     return best;
   };
-  const double one = time_layers(1), two = time_layers(2);
-  at::set_num_threads(threads);
-  const double layer = std::max(0.0, two - one), rest = std::max(0.0, one - layer);
-  return rest + layer * static_cast<double>(model.num_hidden_layers);
+  const MicroBatchTiming one = time_layers(1), two = time_layers(2);
+  // Per decoder layer (the difference) and the rest (embedding, head, loss),
+  // scaled to the model's layers.
+  auto scale = [&](double t1, double t2) {
+    const double layer = std::max(0.0, t2 - t1), rest = std::max(0.0, t1 - layer);
+    return rest + layer * static_cast<double>(model.num_hidden_layers);
+  };
+  return MicroBatchTiming{scale(one.forward_s, two.forward_s), scale(one.total_s, two.total_s)};
+}
+
+double optimizer_s_per_element() {
+  core::ComputeThreadsScope one_thread(1);
+  const int64_t n = int64_t{1} << 22;  // 16 MiB per tensor: past the caches, as a rank's shards are
+  at::Tensor param = at::randn({n}).set_requires_grad(true);
+  optim::AdamWOptions options;
+  optim::AdamW adamw({param}, options);
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {  // the first allocates the moments
+    param.mutable_grad() = at::randn({n});
+    const auto t0 = Clock::now();
+    optim::clip_grad_norm({optim::GradShardSet{{param.grad()}, {}}}, 1.0);
+    adamw.step();
+    adamw.zero_grad();
+    if (rep > 0) best = std::min(best, seconds_since(t0));
+  }
+  return best / static_cast<double>(n);
 }
 
 }  // namespace tessel::cli

@@ -177,9 +177,10 @@ void print_prediction(const ClusterDescription& c, const LayoutPrediction& p, co
     std::printf("    %-12s same node %10.1f MB   other nodes %10.1f MB\n", group.c_str(),
                 static_cast<double>(b.same_node) / 1e6, static_cast<double>(b.other_node) / 1e6);
   }
-  std::printf("  step: compute %.3f s, inter-node %.3f s, intra-node %.3f s, latency %.3f s -> %.3f s without "
-              "overlap, %.3f s with\n",
-              p.compute_s, p.inter_s, p.intra_s, p.latency_s, p.step_s_no_overlap, p.step_s_overlap);
+  std::printf("  step: compute %.3f s (forward %.3f s), transport CPU %.3f s, optimizer %.3f s, inter-node %.3f s, "
+              "intra-node %.3f s, latency %.3f s -> %.3f s without overlap, %.3f s with\n",
+              p.compute_s, p.forward_compute_s, p.transport_cpu_s, p.optimizer_s, p.inter_s, p.intra_s, p.latency_s,
+              p.step_s_no_overlap, p.step_s_overlap);
   std::printf("  dp_replicate_size:");
   for (const auto& cand : r.candidates) std::printf("  %d -> %.3f s", cand.dp_replicate, cand.step_s_overlap);
   std::printf("\nrecommend %s\n", r.reason.c_str());
@@ -302,10 +303,26 @@ void run_plan(const PlanArgs& args) {
                                ? args.core_share
                                : std::min(1.0, static_cast<double>(std::max(1u, std::thread::hardware_concurrency())) /
                                                    cluster.ranks_per_node);
-      if (auto s = measure_micro_batch_compute_s(model_config, tp, t.micro_batch_size, t.max_seq_len)) {
-        cluster.micro_batch_compute_s = *s / share;
+      if (auto timing = measure_micro_batch(model_config, tp, t.micro_batch_size, t.max_seq_len)) {
+        cluster.micro_batch_compute_s = timing->total_s / share;
+        cluster.micro_batch_forward_s = timing->forward_s / share;
+        cluster.optimizer_s_per_element = optimizer_s_per_element() / share;
         cluster.source += fmt::format("; compute: this model's micro batch timed here ({:.3f} s on one core, "
-                                      "{:.2g} of a core per rank)", *s, share);
+                                      "{:.3f} of it forward; {:.2g} of a core per rank), and the optimizer step",
+                                      timing->total_s, timing->forward_s, share);
+        // Where a rank has no core beyond its compute thread's, the kernel's
+        // TCP and the shared-memory copies run on the compute's cores: a byte
+        // sent across costs the sender's send and the receiver's receive (at
+        // most one loopback transfer each), a byte to a peer on the node its
+        // copies. Each rank receives about what it sends.
+        const double cores_per_rank =
+            static_cast<double>(std::max(1u, std::thread::hardware_concurrency())) / cluster.ranks_per_node;
+        if (share < 1 || cores_per_rank < 2) {
+          const double tcp = tcp_gbytes_s() * 1e9, copy = copy_gbytes_s() * 1e9;
+          if (tcp > 0) cluster.transport_cpu_s_per_inter_byte = 2 / tcp / share;
+          cluster.transport_cpu_s_per_intra_byte = dist::shared_memory_copies_per_transfer() / copy / share;
+          cluster.source += "; the transport's CPU per byte (TCP loopback, memory copy), no core to spare for it";
+        }
       }
     }
     std::vector<std::vector<NamedShape>> named;

@@ -26,6 +26,29 @@ double transfer_s(int64_t bytes, double gbit_s) {
   return static_cast<double>(bytes) * 8.0 / (gbit_s * 1e9);
 }
 
+// The share of a mesh group's bytes that the forward sends: an FSDP group's
+// forward all-gathers among its gathers (in the compute dtype) and its
+// reduce-scatters (fp32); half of the expert token exchange; nothing of the
+// rest (HSDP's all-reduce, the gradient norm's sums), which backward sends.
+// Per group of the same size: the root, kept unsharded from forward to
+// backward, gathers once where the layers gather twice; left out.
+double forward_share(const std::string& group, const StepShape& s) {
+  if (group == "dp_shard_cp" || group == "ep_shard") {
+    const double gather = s.param_element_bytes / 4.0;
+    const double forward = s.micro_batches * gather;
+    const double backward = (s.reshard_after_forward ? s.micro_batches * gather : 0.0) +
+                            (s.reduce_scatter_each_micro_batch ? s.micro_batches : 1);
+    return forward / (forward + backward);
+  }
+  return group == "ep" ? 0.5 : 0.0;
+}
+
+// One phase of a step with overlap: the longer of its compute and its
+// communication, plus the part of the communication nothing can hide.
+double phase_s(double compute, double comm, double exposed) {
+  return std::max(compute, comm) + std::min(exposed, std::min(compute, comm));
+}
+
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -97,10 +120,19 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   // Communication: the busiest node link, the busiest rank's same-node sends.
   std::vector<int64_t> node_out(static_cast<std::size_t>(c.nodes), 0);
   int64_t busiest_rank_intra = 0;
+  // The transport's CPU: that of the rank whose sends cost most.
+  auto transport_cpu_s = [&](const train::NodeBytes& b, double other_share, double same_share) {
+    return static_cast<double>(b.other_node) * other_share * c.transport_cpu_s_per_inter_byte +
+           static_cast<double>(b.same_node) * same_share * c.transport_cpu_s_per_intra_byte;
+  };
+  train::NodeBytes busiest_transport;
   for (int r = 0; r < layout.world_size(); ++r) {
-    node_out[static_cast<std::size_t>(r / c.ranks_per_node)] += per_rank[static_cast<std::size_t>(r)].other_node;
-    busiest_rank_intra = std::max(busiest_rank_intra, per_rank[static_cast<std::size_t>(r)].same_node);
+    const train::NodeBytes& mine = per_rank[static_cast<std::size_t>(r)];
+    node_out[static_cast<std::size_t>(r / c.ranks_per_node)] += mine.other_node;
+    busiest_rank_intra = std::max(busiest_rank_intra, mine.same_node);
+    if (transport_cpu_s(mine, 1, 1) > transport_cpu_s(busiest_transport, 1, 1)) busiest_transport = mine;
   }
+  p.transport_cpu_s = transport_cpu_s(busiest_transport, 1, 1);
   p.inter_s = transfer_s(*std::max_element(node_out.begin(), node_out.end()), c.inter_gbit_s);
   p.intra_s = transfer_s(busiest_rank_intra, c.intra_gbit_s);
 
@@ -139,22 +171,12 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
                            static_cast<double>(tokens);
   if (c.micro_batch_compute_s) {
     p.compute_s = *c.micro_batch_compute_s * s.micro_batches;
+    p.forward_compute_s = c.micro_batch_forward_s.value_or(*c.micro_batch_compute_s / 3) * s.micro_batches;
   } else {
     TESSEL_CHECK(c.gflops > 0, "the compute rate must be positive, got {} GFLOP/s", c.gflops);
     p.compute_s = flops / (c.gflops * 1e9);
+    p.forward_compute_s = p.compute_s / 3;  // backward computes two products per forward one
   }
-
-  const double comm = std::max(p.inter_s, p.intra_s) + p.latency_s;
-  p.step_s_no_overlap = p.compute_s + comm;
-  // The root group (embedding, final norm, head) is gathered first and
-  // reduced last: its share of the traffic has no compute to hide behind.
-  int64_t root = 0, total = 0;
-  for (const auto& g : groups) {
-    total += g.shard_bytes;
-    if (g.root) root = g.shard_bytes;
-  }
-  const double exposed = total > 0 ? comm * static_cast<double>(root) / static_cast<double>(total) : 0;
-  p.step_s_overlap = std::max(p.compute_s, comm) + std::min(exposed, std::min(p.compute_s, comm));
 
   // Memory of the largest rank: fp32 shards of parameters, gradients and
   // AdamW's two moments; the unsharded root (kept from forward to backward)
@@ -187,6 +209,43 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
     }
   }
   p.activation_bytes = activation_bytes(model, tp, layout.size("cp"), s);
+  p.optimizer_s = static_cast<double>(p.state_bytes / 16) * c.optimizer_s_per_element;  // fp32 elements
+
+  // What of the links' time, the transport's CPU and the latencies the
+  // forward accounts for; the rest is backward's.
+  double forward_other = 0, forward_same = 0;
+  int64_t all_other = 0, all_same = 0;
+  for (const auto& [group, b] : p.bytes) {
+    forward_other += static_cast<double>(b.other_node) * forward_share(group, s);
+    forward_same += static_cast<double>(b.same_node) * forward_share(group, s);
+    all_other += b.other_node;
+    all_same += b.same_node;
+  }
+  const double inter_forward = all_other > 0 ? forward_other / static_cast<double>(all_other) : 0;
+  const double intra_forward = all_same > 0 ? forward_same / static_cast<double>(all_same) : 0;
+  const double latency_forward = static_cast<double>(s.micro_batches) / static_cast<double>(per_group + (p.dp_replicate > 1 ? 2 : 0));
+  const double comm_forward = std::max(p.inter_s * inter_forward, p.intra_s * intra_forward) + p.latency_s * latency_forward;
+  const double comm_backward = std::max(p.inter_s * (1 - inter_forward), p.intra_s * (1 - intra_forward)) +
+                               p.latency_s * (1 - latency_forward);
+  const double comm = std::max(p.inter_s, p.intra_s) + p.latency_s;
+  p.forward_comm_share = comm > 0 ? comm_forward / comm : 0;
+  const double transport_forward = transport_cpu_s(busiest_transport, inter_forward, intra_forward);
+
+  p.step_s_no_overlap = p.compute_s + p.transport_cpu_s + p.optimizer_s + comm;
+  // The root group (embedding, final norm, head) is gathered first and
+  // reduced last: its share of each phase's traffic has no compute to hide
+  // behind.
+  int64_t root = 0, total = 0;
+  for (const auto& g : groups) {
+    total += g.shard_bytes;
+    if (g.root) root = g.shard_bytes;
+  }
+  const double root_share = total > 0 ? static_cast<double>(root) / static_cast<double>(total) : 0;
+  p.step_s_overlap =
+      phase_s(p.forward_compute_s + transport_forward, comm_forward, comm_forward * root_share) +
+      phase_s(p.compute_s - p.forward_compute_s + p.transport_cpu_s - transport_forward, comm_backward,
+              comm_backward * root_share) +
+      p.optimizer_s;
   p.rss_bytes = c.base_rss_bytes + kCommunicationRuntimeBytes + p.state_bytes + p.unsharded_peak_bytes +
                 p.activation_bytes;
   return p;
@@ -240,6 +299,10 @@ nlohmann::json to_json(const LayoutPrediction& p) {
           {"bytes_per_step", bytes},
           {"inter_node_bytes_per_step", p.inter_node_bytes},
           {"compute_s", p.compute_s},
+          {"forward_compute_s", p.forward_compute_s},
+          {"optimizer_s", p.optimizer_s},
+          {"transport_cpu_s", p.transport_cpu_s},
+          {"forward_comm_share", p.forward_comm_share},
           {"inter_node_s", p.inter_s},
           {"intra_node_s", p.intra_s},
           {"latency_s", p.latency_s},

@@ -4,15 +4,24 @@
 // time with and without overlap of communication and compute), and which
 // dp_replicate_size to use there, with the reason.
 //
-// The time model: compute = training FLOPs of the rank's tokens (6 x
-// parameters per token, plus attention's 12 x layers x seq x hidden) at the
-// measured per-rank rate; communication = the longer of the busiest node
-// link's inter-node bytes at the inter-node rate and the busiest rank's
-// same-node bytes at the intra-node rate (the links work in parallel), plus
-// a latency per collective.
-// Without overlap the two add; with FSDP's prefetch and asynchronous
-// reductions the larger one hides the smaller, except the first all-gather
-// and the last reductions of each step, which nothing can hide.
+// The time model: compute = one micro batch's forward and backward timed on
+// this machine (machine_probe.h; or, where not timed, training FLOPs of the
+// rank's tokens, 6 x parameters per token plus attention's 12 x layers x seq
+// x hidden, at a given per-rank rate) per micro batch; after backward, the
+// gradient norm and optimizer update over the rank's shards; communication =
+// the longer of the busiest node link's inter-node bytes at the inter-node
+// rate and the busiest rank's same-node bytes at the intra-node rate (the
+// links work in parallel), plus a latency per collective. Where the
+// transport runs on the ranks' own cores (TCP through the kernel, shared-
+// memory copies, no core to spare: this machine's pretend nodes, a CPU
+// cluster), moving each byte also takes CPU time from compute.
+// Without overlap everything adds. With FSDP's prefetch and asynchronous
+// reductions communication hides behind compute of its own phase only: the
+// forward's all-gathers behind forward compute; backward's all-gathers,
+// reduce-scatters and HSDP's all-reduce behind backward compute (the
+// optimizer needs every reduction done, the next forward the update);
+// within each phase the root group's share (gathered first, reduced last)
+// has nothing to hide behind. The optimizer step hides nothing.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -35,9 +44,17 @@ struct ClusterDescription {
   double inter_gbit_s = 0;  // per node link, each direction
   double latency_us = 0;    // per collective
   double gflops = 0;        // per rank (used when the micro batch was not timed)
-  // One micro batch's forward and backward on one rank, timed on this
-  // machine (machine_probe.h) and divided by the share of a core a rank gets.
-  std::optional<double> micro_batch_compute_s;
+  // One micro batch's forward and backward on one rank, and its forward
+  // alone, timed on this machine (machine_probe.h) and divided by the share
+  // of a core a rank gets.
+  std::optional<double> micro_batch_compute_s, micro_batch_forward_s;
+  // After backward, per parameter element of the rank's shards: gradient
+  // norm and AdamW (timed here, per core share; 0: not charged).
+  double optimizer_s_per_element = 0;
+  // CPU seconds a rank's compute loses per byte it sends to another node and
+  // to a peer on its node, where the transport shares its cores (0: the
+  // transport has cores, a NIC or a GPU of its own).
+  double transport_cpu_s_per_inter_byte = 0, transport_cpu_s_per_intra_byte = 0;
   int64_t base_rss_bytes = 0;  // what a rank holds before any model state
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Direct;  // Direct: this build's MPI collectives
   std::string source;       // where the figures came from
@@ -57,7 +74,10 @@ struct LayoutPrediction {
   int dp_replicate = 1;
   train::GroupBytes bytes;  // per step, summed over ranks
   int64_t inter_node_bytes = 0;
-  double compute_s = 0, inter_s = 0, intra_s = 0, latency_s = 0;
+  double compute_s = 0, forward_compute_s = 0;  // all micro batches; forward_compute_s is part of compute_s
+  double optimizer_s = 0, transport_cpu_s = 0;
+  double inter_s = 0, intra_s = 0, latency_s = 0;
+  double forward_comm_share = 0;  // of the link time: the forward's all-gathers
   double step_s_no_overlap = 0, step_s_overlap = 0;
   int64_t state_bytes = 0, unsharded_peak_bytes = 0, activation_bytes = 0, rss_bytes = 0;  // the largest rank
 };

@@ -4,8 +4,6 @@
 // oversubscribe its cores.
 #include "dist/mpi_c.h"
 
-#include <ATen/Parallel.h>
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +14,7 @@
 #include <numeric>
 #include <thread>
 
+#include "core/compute_threads.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/progress_engine.h"
@@ -62,31 +61,17 @@ int launcher_world_size() {
   return 1;
 }
 
-// libtorch's thread count does not reach the BLAS: OpenBLAS (pthreads) runs
-// its own pool, sized by OPENBLAS_NUM_THREADS or else all cores. Measured: a
-// "1-thread" process still ran its GEMMs on both cores of a 2-core machine.
-// Set it too when the library is there (looked up at run time: tessel does
-// not link OpenBLAS itself, libtorch reaches it through libblas).
-void set_blas_threads(int threads) {
-  using SetThreads = void (*)(int);
-  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    set(threads);
-  }
-}
-
-void set_compute_threads(bool multi_rank) {
+void choose_compute_threads(bool multi_rank) {
   const int requested = env_int("TESSEL_NUM_THREADS", 0);
   if (requested > 0) {
-    at::set_num_threads(requested);
-    set_blas_threads(requested);
+    core::set_compute_threads(requested);
     return;
   }
   if (!multi_rank) return;  // libtorch's default (honours OMP_NUM_THREADS)
   const int local_ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("MPI_LOCALNRANKS", 1));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, cores / local_ranks);
-  at::set_num_threads(threads);
-  set_blas_threads(threads);
+  core::set_compute_threads(threads);  // libtorch's pool and the BLAS's (core/compute_threads.h)
 }
 
 // Every rank's processor name (its host), in rank order: which ranks share a
@@ -140,7 +125,7 @@ CommunicatorPtr world() {
                "initialized twice, so shut down only at the end of the program");
   const auto timeout = default_collective_timeout();
   const bool multi_rank = launcher_world_size() > 1;
-  set_compute_threads(multi_rank);
+  choose_compute_threads(multi_rank);
   if (multi_rank) {
     s.world = make_mpi_world(timeout);
   } else {

@@ -1,0 +1,100 @@
+// The step-time model of `tessel plan --predict` (cli/step_prediction.h) on a
+// model small enough to count its bytes by hand: one decoder layer's weight
+// [64, 32] and a root of an embedding [16, 32] and a norm [32], 2 nodes x 2
+// ranks. Each expected time is the arithmetic of the documented model on
+// those hand counts and the rates given.
+#include <gtest/gtest.h>
+
+#include "cli/step_prediction.h"
+
+namespace tessel::cli {
+namespace {
+
+models::ModelConfig tiny_model() {
+  models::ModelConfig m;
+  m.vocab_size = 16;
+  m.hidden_size = 32;
+  m.intermediate_size = 64;
+  m.num_hidden_layers = 1;
+  m.num_attention_heads = 2;
+  m.num_key_value_heads = 2;
+  return m;
+}
+
+std::vector<std::vector<NamedShape>> tiny_view() {
+  return {{{"model.embed_tokens.weight", {16, 32}},
+           {"model.layers.0.mlp.up_proj.weight", {64, 32}},
+           {"model.norm.weight", {32}}}};
+}
+
+ClusterDescription timed_cluster(int nodes, int ranks_per_node) {
+  ClusterDescription c;
+  c.nodes = nodes;
+  c.ranks_per_node = ranks_per_node;
+  c.micro_batch_compute_s = 0.6;
+  c.micro_batch_forward_s = 0.2;
+  c.optimizer_s_per_element = 1e-4;
+  c.transport_cpu_s_per_inter_byte = 1e-5;
+  c.transport_cpu_s_per_intra_byte = 0;
+  c.intra_gbit_s = 1e9;  // same-node traffic takes no time here
+  c.latency_us = 0;
+  return c;
+}
+
+TEST(StepPrediction, OneRankIsComputeThenTheOptimizer) {
+  dist::MeshSizes sizes;
+  const dist::MeshLayout layout(sizes);
+  ClusterDescription c = timed_cluster(1, 1);
+  c.inter_gbit_s = 1;
+  const LayoutPrediction p = predict_layout(layout, tiny_view(), tiny_model(), c, StepShape{});
+  // 512 + 2048 + 32 elements, unsharded.
+  EXPECT_NEAR(p.optimizer_s, 2592 * 1e-4, 1e-12);
+  EXPECT_EQ(p.transport_cpu_s, 0);
+  EXPECT_NEAR(p.step_s_no_overlap, 0.6 + 0.2592, 1e-12);
+  EXPECT_NEAR(p.step_s_overlap, 0.6 + 0.2592, 1e-12);
+}
+
+TEST(StepPrediction, HsdpReductionHidesOnlyBehindBackward) {
+  dist::MeshSizes sizes;
+  sizes.world_size = 4;
+  sizes.dp_replicate = 2;  // ranks {0,1} and {2,3} shard inside a node, replicas across
+  const dist::MeshLayout layout(sizes);
+  // Shards over 2: the layer 1024 elements (4096 B), the root 8 x 32 + 16 =
+  // 272 (1088 B). Across nodes only the replicate all-reduce of each shard:
+  // per rank a half in the reduce-scatter and a half in the all-gather, 5184
+  // B; a node link carries two ranks' 10368 B, which this rate moves in 1 s.
+  ClusterDescription c = timed_cluster(2, 2);
+  c.inter_gbit_s = 10368 * 8 / 1e9;
+  const LayoutPrediction p = predict_layout(layout, tiny_view(), tiny_model(), c, StepShape{});
+  ASSERT_EQ(p.inter_node_bytes, 4 * 5184);
+  EXPECT_NEAR(p.inter_s, 1.0, 1e-12);
+  EXPECT_NEAR(p.optimizer_s, 1296 * 1e-4, 1e-12);
+  EXPECT_NEAR(p.transport_cpu_s, 5184 * 1e-5, 1e-12);
+  EXPECT_NEAR(p.forward_compute_s, 0.2, 1e-12);
+  EXPECT_NEAR(p.forward_comm_share, 0, 1e-9);  // nothing crosses in forward
+  EXPECT_NEAR(p.step_s_no_overlap, 0.6 + 0.05184 + 0.1296 + 1.0, 1e-9);
+  // Forward: its compute alone. Backward: the link's 1 s hides the 0.4 s of
+  // compute and 0.05184 s of transport CPU, and the root's share of the
+  // reduction (1088 of 5184 B), last, has nothing to hide behind. Then the
+  // optimizer.
+  EXPECT_NEAR(p.step_s_overlap, 0.2 + (1.0 + 1088.0 / 5184.0) + 0.1296, 1e-9);
+}
+
+TEST(StepPrediction, SlowerLinkNeverMakesAFasterStep) {
+  dist::MeshSizes sizes;
+  sizes.world_size = 4;
+  const dist::MeshLayout fsdp(sizes);
+  ClusterDescription c = timed_cluster(2, 2);
+  double previous = 0;
+  for (double gbit : {1e-3, 1e-4, 1e-5, 1e-6}) {
+    c.inter_gbit_s = gbit;
+    const LayoutPrediction p = predict_layout(fsdp, tiny_view(), tiny_model(), c, StepShape{});
+    EXPECT_LE(p.step_s_overlap, p.step_s_no_overlap + 1e-12) << gbit;
+    EXPECT_GE(p.step_s_overlap, p.compute_s + p.optimizer_s) << gbit;
+    EXPECT_GT(p.step_s_overlap, previous) << gbit;
+    previous = p.step_s_overlap;
+  }
+}
+
+}  // namespace
+}  // namespace tessel::cli
