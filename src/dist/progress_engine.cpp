@@ -101,12 +101,13 @@ ProgressEngine& ProgressEngine::instance() {
   return *engine;
 }
 
-void ProgressEngine::start(int world_rank, bool thread_multiple) {
+void ProgressEngine::start(int world_rank, bool thread_multiple, bool blocking_calls) {
   const int nice = engine_nice();  // a bad value throws here, on the caller's thread
   std::lock_guard<std::mutex> lock(mutex_);
   if (running_) return;
   world_rank_ = world_rank;
   thread_multiple_ = thread_multiple;
+  blocking_calls_ = blocking_calls;
   stopping_ = false;
   running_ = true;
   watchdog_ = std::make_unique<Watchdog>(world_rank);
@@ -146,7 +147,7 @@ bool ProgressEngine::try_run_on_caller(const CommTask& task) {
     LaneState& lane;
     ~Release() { lane.busy.fetch_sub(LaneState::kCallerHolds); }
   } release{lane};
-  if (task.blocking) {
+  if (task.blocking && blocking_calls_) {
     WatchdogArmed armed(*watchdog_, task.collective, task.group, task.timeout);
     task.blocking();
     return true;
@@ -211,7 +212,7 @@ void ProgressEngine::start_task(Active& a) {
   a.progress.engine_ = this;
   a.progress.deadline_ = std::chrono::steady_clock::now() + a.task.timeout;
   try {
-    if (a.task.caller_waits && a.task.blocking) {
+    if (a.task.caller_waits && a.task.blocking && blocking_calls_) {
       WatchdogArmed armed(*watchdog_, a.task.collective, a.task.group, a.task.timeout);
       a.task.blocking();
       return;  // no job: finished

@@ -113,7 +113,10 @@ class ProgressEngine {
 
   // `thread_multiple`: MPI accepts calls from several threads at once, so a
   // caller's thread may make a blocking call while the engine runs others.
-  void start(int world_rank, bool thread_multiple);
+  // `blocking_calls`: a task's blocking MPI call may run at all; false where
+  // ranks outnumber the cores (core_sharing.h): MPI's blocking calls spin,
+  // the polled job yields the core between tests.
+  void start(int world_rank, bool thread_multiple, bool blocking_calls);
   bool running() const;
   // Queues a task; throws tessel::Error when the engine is not running.
   void submit(CommTask task);
@@ -121,7 +124,8 @@ class ProgressEngine {
   void stop();
 
   // For a caller that waits at once: runs the task on the calling thread
-  // (its blocking call under the watchdog, else its job, polled here) when
+  // (its blocking call under the watchdog where blocking calls are allowed,
+  // else its job, polled here) when
   // nothing of its lane is queued or running and MPI allows calls from
   // several threads; returns false, having run nothing, otherwise. Rethrows
   // the job's error.
@@ -151,6 +155,7 @@ class ProgressEngine {
   bool stopping_ = false;
   int world_rank_ = 0;
   bool thread_multiple_ = false;
+  bool blocking_calls_ = true;
   std::thread thread_;
 
   // The engine thread's own state.

@@ -12,6 +12,8 @@
 #include <vector>
 #include <mutex>
 #include <numeric>
+#include <optional>
+#include <algorithm>
 #include <thread>
 
 #include "core/compute_threads.h"
@@ -19,6 +21,7 @@
 #include "core/log.h"
 #include "dist/progress_engine.h"
 #include "dist/communicator.h"
+#include "dist/core_sharing.h"
 #include "dist/mpi_communicator.h"
 #include "dist/node_map.h"
 #include "dist/shared_memory_copy.h"
@@ -33,6 +36,7 @@ struct WorldState {
   CommunicatorPtr world;
   bool mpi_initialized = false;
   bool shut_down = false;
+  std::optional<CoreSharing> core_sharing;  // set by make_mpi_world
 };
 
 WorldState& state() {
@@ -74,20 +78,27 @@ void choose_compute_threads(bool multi_rank) {
   core::set_compute_threads(threads);  // libtorch's pool and the BLAS's (core/compute_threads.h)
 }
 
-// Every rank's processor name (its host), in rank order: which ranks share a
-// node. Called once at start-up, before the progress engine exists.
-std::vector<std::string> gather_processor_names(MPI_Comm comm, int size) {
-  char mine[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  MPI_Get_processor_name(mine, &length);
+// Every rank's `mine` (cut at MPI_MAX_PROCESSOR_NAME characters), in rank
+// order. Called at start-up, before the progress engine exists.
+std::vector<std::string> gather_names(MPI_Comm comm, int size, const std::string& mine) {
+  std::vector<char> own(MPI_MAX_PROCESSOR_NAME, '\0');
+  std::copy_n(mine.data(), std::min<std::size_t>(mine.size(), MPI_MAX_PROCESSOR_NAME), own.data());
   std::vector<char> all(static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME);
-  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm);
+  MPI_Allgather(own.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm);
   std::vector<std::string> names;
   for (int r = 0; r < size; ++r) {
     const char* name = all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME;
     names.emplace_back(name, strnlen(name, MPI_MAX_PROCESSOR_NAME));
   }
   return names;
+}
+
+// Which ranks share a node (their processor names, hostnames).
+std::vector<std::string> gather_processor_names(MPI_Comm comm, int size) {
+  char mine[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(mine, &length);
+  return gather_names(comm, size, std::string(mine, strnlen(mine, MPI_MAX_PROCESSOR_NAME)));
 }
 
 CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
@@ -110,7 +121,9 @@ CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
   std::vector<int> ranks(size);
   std::iota(ranks.begin(), ranks.end(), 0);
   auto nodes = std::make_shared<const NodeMap>(NodeMap::from_names(gather_processor_names(comm, size)));
-  ProgressEngine::instance().start(rank, provided >= MPI_THREAD_MULTIPLE);
+  const CoreSharing sharing = core_sharing(gather_names(comm, size, this_machine_id()), rank, usable_cores());
+  state().core_sharing = sharing;
+  ProgressEngine::instance().start(rank, provided >= MPI_THREAD_MULTIPLE, !sharing.oversubscribed());
   return std::make_shared<MpiCommunicator>(comm, rank, std::move(ranks), "world", timeout, std::move(nodes));
 }
 
@@ -134,6 +147,11 @@ CommunicatorPtr world() {
     s.world = single;
   }
   log::set_rank(s.world->rank(), s.world->size());
+  if (s.core_sharing && s.core_sharing->oversubscribed()) {
+    log::info("{} ranks share this machine's {} cores: collectives wait by polling and yielding the core, not in "
+              "MPI's spinning blocking calls",
+              s.core_sharing->ranks_on_machine, s.core_sharing->cores);
+  }
   return s.world;
 }
 
@@ -162,6 +180,15 @@ CommunicatorPtr multi_rank_world() {
 }
 
 }  // namespace
+
+CoreSharing world_core_sharing() {
+  WorldState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.core_sharing) return *s.core_sharing;
+  CoreSharing single;
+  single.cores = usable_cores();
+  return single;
+}
 
 std::string rank_label() {
   const CommunicatorPtr w = multi_rank_world();
