@@ -122,8 +122,9 @@ std::optional<MicroBatchTiming> measure_micro_batch(const models::ModelConfig& m
   if (layer_bytes > max_layer_bytes || head_bytes > 4 * max_layer_bytes) return std::nullopt;
 
   core::ComputeThreadsScope one_thread(1);
-  // The fastest of two timed repetitions (a third, first, warms up) of the
-  // forward alone and of forward and backward together.
+  // The fastest of four timed repetitions (a fifth, first, warms up) of the
+  // forward alone and of forward and backward together: on a shared machine
+  // the fastest is the one least disturbed.
   auto time_layers = [&](int64_t layers) {
     models::ModelConfig c = local;
     c.num_hidden_layers = layers;
@@ -134,7 +135,7 @@ std::optional<MicroBatchTiming> measure_micro_batch(const models::ModelConfig& m
     }
     const at::Tensor ids = at::randint(local.vocab_size, {micro_batch, seq_len}, at::kLong);
     MicroBatchTiming best{1e30, 1e30};
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < 5; ++rep) {
       const auto t0 = Clock::now();
       const at::Tensor loss = loss::cross_entropy_sum(m->forward_logits(ids), ids).sum;
       const double forward = seconds_since(t0);
@@ -144,14 +145,15 @@ std::optional<MicroBatchTiming> measure_micro_batch(const models::ModelConfig& m
     }
     return best;
   };
-  const MicroBatchTiming one = time_layers(1), two = time_layers(2);
-  // Per decoder layer (the difference) and the rest (embedding, head, loss),
-  // scaled to the model's layers.
-  auto scale = [&](double t1, double t2) {
-    const double layer = std::max(0.0, t2 - t1), rest = std::max(0.0, t1 - layer);
+  // Per decoder layer (the difference over two more layers: the noise of
+  // one difference would be multiplied by the model's layers) and the rest
+  // (embedding, head, loss), scaled to the model's layers.
+  const MicroBatchTiming one = time_layers(1), three = time_layers(3);
+  auto scale = [&](double t1, double t3) {
+    const double layer = std::max(0.0, t3 - t1) / 2, rest = std::max(0.0, t1 - layer);
     return rest + layer * static_cast<double>(model.num_hidden_layers);
   };
-  return MicroBatchTiming{scale(one.forward_s, two.forward_s), scale(one.total_s, two.total_s)};
+  return MicroBatchTiming{scale(one.forward_s, three.forward_s), scale(one.total_s, three.total_s)};
 }
 
 double optimizer_s_per_element() {

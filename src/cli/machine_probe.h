@@ -24,7 +24,7 @@ int64_t runtime_rss_bytes();  // this process now (VmRSS): call before the other
 
 // Seconds one rank spends on one micro batch of `model` with tensor
 // parallelism `tp`, measured here on one thread (libtorch's and the BLAS's):
-// a model of 1 and of 2 decoder layers with tp-local widths (heads,
+// a model of 1 and of 3 decoder layers with tp-local widths (heads,
 // intermediate size and vocabulary divided by tp) gives the per-layer and
 // the rest's time, scaled to the model's layers. Not measured (nullopt)
 // when a layer would need more than `max_layer_bytes`: then the caller
