@@ -182,17 +182,26 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   // AdamW's two moments; the unsharded root (kept from forward to backward)
   // and, in backward, the group being reduced (its full gradients and the
   // packed reduce-scatter buffer: the root's, at the end, are the largest
-  // for small models) and the layer computing and the one prefetched; one
+  // for small models) and the group computing and the one prefetched (two
+  // different groups: the largest and the next largest; an untied head
+  // larger than a layer is computed first and prefetches a layer); one
   // micro batch's activations.
   // Under expert parallelism the layer being computed also gathers its
   // experts, one at a time (each its own group over ep_shard).
   for (const auto& v : tp_views) {
     const auto gs = split ? split->dense : fsdp_group_shards(v, shard_size);
-    int64_t shards = 0, root_full = 0, layer_full = 0, expert_full = 0;
+    int64_t shards = 0, root_full = 0, layer_full = 0, next_layer_full = 0, expert_full = 0;
     for (const auto& g : gs) {
       shards += g.shard_bytes;
-      int64_t& largest = g.root ? root_full : layer_full;
-      largest = std::max(largest, g.shard_bytes * shard_size);
+      const int64_t full = g.shard_bytes * shard_size;
+      if (g.root) {
+        root_full = std::max(root_full, full);
+      } else if (full > layer_full) {
+        next_layer_full = layer_full;
+        layer_full = full;
+      } else {
+        next_layer_full = std::max(next_layer_full, full);
+      }
     }
     if (split) {
       for (const auto& g : split->experts) {
@@ -202,7 +211,8 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
     }
     const int64_t state = 4 * shards;
     const int64_t unsharded =
-        (shard_size > 1 ? root_full + 2 * std::max(root_full, layer_full) + 2 * layer_full : 0) + 2 * expert_full;
+        (shard_size > 1 ? root_full + 2 * std::max(root_full, layer_full) + layer_full + next_layer_full : 0) +
+        2 * expert_full;
     if (state + unsharded > p.state_bytes + p.unsharded_peak_bytes) {
       p.state_bytes = state;
       p.unsharded_peak_bytes = unsharded;
