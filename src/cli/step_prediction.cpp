@@ -30,8 +30,8 @@ double transfer_s(int64_t bytes, double gbit_s) {
 // forward all-gathers among its gathers (in the compute dtype) and its
 // reduce-scatters (fp32); half of the expert token exchange; nothing of the
 // rest (HSDP's all-reduce, the gradient norm's sums), which backward sends.
-// Per group of the same size: the root, kept unsharded from forward to
-// backward, gathers once where the layers gather twice; left out.
+// The decoder layers' share: the root and an untied head, kept unsharded
+// from forward to backward, gather once where a layer gathers twice.
 double forward_share(const std::string& group, const StepShape& s) {
   if (group == "dp_shard_cp" || group == "ep_shard") {
     const double gather = s.param_element_bytes / 4.0;
@@ -233,8 +233,10 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   }
   const double inter_forward = all_other > 0 ? forward_other / static_cast<double>(all_other) : 0;
   const double intra_forward = all_same > 0 ? forward_same / static_cast<double>(all_same) : 0;
-  const double latency_forward = static_cast<double>(s.micro_batches) / static_cast<double>(per_group + (p.dp_replicate > 1 ? 2 : 0));
-  const double comm_forward = std::max(p.inter_s * inter_forward, p.intra_s * intra_forward) + p.latency_s * latency_forward;
+  const double latency_forward =
+      static_cast<double>(s.micro_batches) / static_cast<double>(per_group + (p.dp_replicate > 1 ? 2 : 0));
+  const double comm_forward =
+      std::max(p.inter_s * inter_forward, p.intra_s * intra_forward) + p.latency_s * latency_forward;
   const double comm_backward = std::max(p.inter_s * (1 - inter_forward), p.intra_s * (1 - intra_forward)) +
                                p.latency_s * (1 - latency_forward);
   const double comm = std::max(p.inter_s, p.intra_s) + p.latency_s;
