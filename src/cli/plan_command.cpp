@@ -19,7 +19,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <thread>
 #include <variant>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -39,6 +38,7 @@
 #include "config/loader.h"
 #include "config/parallelism_config.h"
 #include "core/error.h"
+#include "dist/core_sharing.h"
 #include "dist/mesh_layout.h"
 #include "dist/shape_only_communicator.h"
 #include "dist/shared_memory_copy.h"
@@ -301,7 +301,7 @@ void run_plan(const PlanArgs& args) {
       // Time the model's own micro batch here; ranks sharing cores get a share.
       const double share = args.core_share > 0
                                ? args.core_share
-                               : std::min(1.0, static_cast<double>(std::max(1u, std::thread::hardware_concurrency())) /
+                               : std::min(1.0, static_cast<double>(dist::usable_cores()) /
                                                    cluster.ranks_per_node);
       if (auto timing = measure_micro_batch(model_config, tp, t.micro_batch_size, t.max_seq_len)) {
         cluster.micro_batch_compute_s = timing->total_s / share;
@@ -316,7 +316,7 @@ void run_plan(const PlanArgs& args) {
         // most one loopback transfer each), a byte to a peer on the node its
         // copies. Each rank receives about what it sends.
         const double cores_per_rank =
-            static_cast<double>(std::max(1u, std::thread::hardware_concurrency())) / cluster.ranks_per_node;
+            static_cast<double>(dist::usable_cores()) / cluster.ranks_per_node;
         if (share < 1 || cores_per_rank < 2) {
           const double tcp = tcp_gbytes_s() * 1e9, copy = copy_gbytes_s() * 1e9;
           if (tcp > 0) cluster.transport_cpu_s_per_inter_byte = 2 / tcp / share;

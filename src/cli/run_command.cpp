@@ -3,7 +3,6 @@
 // mpirun's flags (dist/launcher.h lists them and says why each is there). The
 // process is replaced by mpirun, so its exit code — the first failing rank's —
 // is the command's exit code.
-#include <sched.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -14,11 +13,11 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "dist/core_sharing.h"
 #include "dist/launcher.h"
 
 namespace tessel::cli {
@@ -32,13 +31,6 @@ struct RunArgs {
   std::vector<std::string> program_args;
 };
 
-// Cores this process may run on (respects taskset/cgroup cpusets, unlike
-// hardware_concurrency).
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 void run_launch(const RunArgs& args) {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
@@ -78,7 +70,7 @@ void run_launch(const RunArgs& args) {
   options.program = self.string();
   options.program_args = args.program_args;
   options.as_root = ::geteuid() == 0;
-  options.local_cores = usable_cores();
+  options.local_cores = dist::usable_cores();
   options.forward_env = dist::tessel_env_names();
   const std::vector<std::string> argv = dist::mpirun_command(options);
   std::fprintf(stderr, "tessel run: %s\n", fmt::format("{}", fmt::join(argv, " ")).c_str());

@@ -9,7 +9,6 @@
 // mpirun with the flags a CPU run needs (dist/launcher.h), so users never
 // need to know mpirun. The config is loaded and checked before launching, so
 // a typo fails once, at once, with exit code 2.
-#include <sched.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -21,7 +20,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -33,6 +31,7 @@
 #include "core/log.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
+#include "dist/core_sharing.h"
 #include "dist/launcher.h"
 #include "dist/mesh_layout.h"
 #include "train/progress.h"
@@ -61,11 +60,6 @@ bool under_mpi_launcher() {
   return false;
 }
 
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 fs::path default_train_config() {
   const fs::path path = default_config_path().parent_path() / "default.yaml";
@@ -100,7 +94,7 @@ fs::path default_train_config() {
   options.program_args.insert(options.program_args.end(), overrides.begin(), overrides.end());
   if (!args.print_config) options.program_args.push_back("--no-print-config");
   options.as_root = ::geteuid() == 0;
-  options.local_cores = usable_cores();
+  options.local_cores = dist::usable_cores();
   // Under mpirun the ranks' stdout is mpirun's pty or pipe, whatever the
   // person who started the run sees; tell rank 0 which it is, so a terminal
   // gets the redrawn bar and a log file plain lines.

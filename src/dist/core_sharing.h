@@ -28,8 +28,9 @@ struct CoreSharing {
 // (then every rank counts as a machine of its own).
 std::string this_machine_id();
 
-// CPUs in this process's affinity mask (std::thread::hardware_concurrency
-// where that cannot be read); at least 1.
+// CPUs in this process's affinity mask (respects taskset and cgroup cpusets,
+// unlike std::thread::hardware_concurrency, the fallback where the mask
+// cannot be read); at least 1.
 int usable_cores();
 
 // From every rank's machine id (in rank order): how many share `my_rank`'s.
