@@ -8,8 +8,8 @@
 // wait. Where every rank has a core that is the fastest wait (measured,
 // docs/bench/comm.md); where ranks outnumber the cores, a spinning rank
 // holds the core its late peer needs. Measured on 2 pretend nodes x 2 ranks
-// on 2 cores (docs/bench/cluster.md): TP 2 x FSDP 2 took 1.23-1.31 s/step
-// with the blocking calls and 0.58-0.62 s with the polled path, which
+// on 2 cores (docs/bench/cluster.md): TP 2 x FSDP 2 took 0.89-1.36 s/step
+// with the blocking calls and 0.58-0.60 s with the polled path, which
 // yields the core between tests (progress_engine.cpp).
 #pragma once
 
