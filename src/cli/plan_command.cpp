@@ -129,9 +129,17 @@ RankBytes fsdp_share(const std::vector<NamedShape>& shapes, int shard_size, int 
   return b;
 }
 
+// The share of a core each rank gets when the compute is timed here: as
+// given, else this machine's cores over the ranks of a node, at most 1.
+double core_share(const PlanArgs& args, int ranks_per_node) {
+  if (args.core_share > 0) return args.core_share;
+  return std::min(1.0, static_cast<double>(dist::usable_cores()) / ranks_per_node);
+}
+
 // The cluster --predict describes: nodes and ranks per node from the config
 // (cluster.num_nodes; the world split evenly over them), rates as given or
-// measured on this machine.
+// measured on this machine; where compute is timed here (no --gflops), the
+// transport's CPU cost on this machine.
 ClusterDescription describe_cluster(const PlanArgs& args, const config::ParallelismConfig& par, int world) {
   ClusterDescription c;
   c.nodes = static_cast<int>(par.num_nodes);
@@ -142,6 +150,10 @@ ClusterDescription describe_cluster(const PlanArgs& args, const config::Parallel
   }
   c.ranks_per_node = world / c.nodes;
   c.base_rss_bytes = runtime_rss_bytes();  // before any probe's buffers
+  // Each rate measured at most once, only where something needs it.
+  std::optional<double> tcp, copy;
+  auto tcp_rate = [&] { return tcp ? *tcp : *(tcp = tcp_gbytes_s()); };
+  auto copy_rate = [&] { return copy ? *copy : *(copy = copy_gbytes_s()); };
   std::vector<std::string> measured;
   // Measure only what was not given.
   auto given_or = [&](double given, const char* what, auto measure) {
@@ -152,13 +164,25 @@ ClusterDescription describe_cluster(const PlanArgs& args, const config::Parallel
   c.gflops = given_or(args.gflops, "compute (GEMM)", gemm_gflops);
   // A shared-memory transfer is one memory copy with CMA, two without (into
   // the segment and out): dist/shared_memory_copy.h, as the ranks will choose.
-  c.intra_gbit_s = given_or(args.intra_gbit_s, "intra-node", [] {
-    return copy_gbytes_s() * 8 / dist::shared_memory_copies_per_transfer();
+  c.intra_gbit_s = given_or(args.intra_gbit_s, "intra-node", [&] {
+    return copy_rate() * 8 / dist::shared_memory_copies_per_transfer();
   });
-  c.inter_gbit_s = given_or(args.inter_gbit_s, "inter-node (TCP loopback)", [] { return tcp_gbytes_s() * 8; });
+  c.inter_gbit_s = given_or(args.inter_gbit_s, "inter-node (TCP loopback)", [&] { return tcp_rate() * 8; });
   c.latency_us = args.latency_us >= 0 ? args.latency_us : 20;
   c.algorithm = args.collectives == "ring" ? CollectiveAlgorithm::Ring : CollectiveAlgorithm::Direct;
   c.source = measured.empty() ? "as given" : "measured on this machine: " + fmt::format("{}", fmt::join(measured, ", "));
+  // Where a rank has no core beyond its compute thread's, the kernel's TCP
+  // and the shared-memory copies run on the compute's cores: a byte sent
+  // across costs the sender's send and the receiver's receive (at most one
+  // loopback transfer each), a byte to a peer on the node its copies. Each
+  // rank receives about what it sends.
+  const double share = core_share(args, c.ranks_per_node);
+  const double cores_per_rank = static_cast<double>(dist::usable_cores()) / c.ranks_per_node;
+  if (args.gflops <= 0 && (share < 1 || cores_per_rank < 2)) {
+    if (tcp_rate() > 0) c.transport_cpu_s_per_inter_byte = 2 / (tcp_rate() * 1e9) / share;
+    c.transport_cpu_s_per_intra_byte = dist::shared_memory_copies_per_transfer() / (copy_rate() * 1e9) / share;
+    c.source += "; the transport's CPU per byte (TCP loopback, memory copy), no core to spare for it";
+  }
   return c;
 }
 
@@ -299,10 +323,7 @@ void run_plan(const PlanArgs& args) {
     cluster = describe_cluster(args, par, layout.world_size());
     if (args.gflops <= 0) {
       // Time the model's own micro batch here; ranks sharing cores get a share.
-      const double share = args.core_share > 0
-                               ? args.core_share
-                               : std::min(1.0, static_cast<double>(dist::usable_cores()) /
-                                                   cluster.ranks_per_node);
+      const double share = core_share(args, cluster.ranks_per_node);
       if (auto timing = measure_micro_batch(model_config, tp, t.micro_batch_size, t.max_seq_len)) {
         cluster.micro_batch_compute_s = timing->total_s / share;
         cluster.micro_batch_forward_s = timing->forward_s / share;
@@ -310,19 +331,6 @@ void run_plan(const PlanArgs& args) {
         cluster.source += fmt::format("; compute: this model's micro batch timed here ({:.3f} s on one core, "
                                       "{:.3f} of it forward; {:.2g} of a core per rank), and the optimizer step",
                                       timing->total_s, timing->forward_s, share);
-        // Where a rank has no core beyond its compute thread's, the kernel's
-        // TCP and the shared-memory copies run on the compute's cores: a byte
-        // sent across costs the sender's send and the receiver's receive (at
-        // most one loopback transfer each), a byte to a peer on the node its
-        // copies. Each rank receives about what it sends.
-        const double cores_per_rank =
-            static_cast<double>(dist::usable_cores()) / cluster.ranks_per_node;
-        if (share < 1 || cores_per_rank < 2) {
-          const double tcp = tcp_gbytes_s() * 1e9, copy = copy_gbytes_s() * 1e9;
-          if (tcp > 0) cluster.transport_cpu_s_per_inter_byte = 2 / tcp / share;
-          cluster.transport_cpu_s_per_intra_byte = dist::shared_memory_copies_per_transfer() / copy / share;
-          cluster.source += "; the transport's CPU per byte (TCP loopback, memory copy), no core to spare for it";
-        }
       }
     }
     std::vector<std::vector<NamedShape>> named;

@@ -4,7 +4,7 @@
 // oversubscribe its cores.
 #include "dist/mpi_c.h"
 
-
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +13,6 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
-#include <algorithm>
 #include <thread>
 
 #include "core/compute_threads.h"
