@@ -202,9 +202,9 @@ void print_prediction(const ClusterDescription& c, const LayoutPrediction& p, co
                 static_cast<double>(b.same_node) / 1e6, static_cast<double>(b.other_node) / 1e6);
   }
   std::printf("  step: compute %.3f s (forward %.3f s), transport CPU %.3f s, optimizer %.3f s, inter-node %.3f s, "
-              "intra-node %.3f s, latency %.3f s -> %.3f s without overlap, %.3f s with\n",
+              "intra-node %.3f s, latency %.3f s, tensor parallel %.3f s -> %.3f s without overlap, %.3f s with\n",
               p.compute_s, p.forward_compute_s, p.transport_cpu_s, p.optimizer_s, p.inter_s, p.intra_s, p.latency_s,
-              p.step_s_no_overlap, p.step_s_overlap);
+              p.tp_s, p.step_s_no_overlap, p.step_s_overlap);
   std::printf("  dp_replicate_size:");
   for (const auto& cand : r.candidates) std::printf("  %d -> %.3f s", cand.dp_replicate, cand.step_s_overlap);
   std::printf("\nrecommend %s\n", r.reason.c_str());
@@ -282,6 +282,7 @@ void run_plan(const PlanArgs& args) {
   // One micro batch of this config, for activations and the prediction.
   const train::TrainOptions t = train::train_options_from(cfg);
   StepShape step;
+  bool step_tp_modelled = true;
   step.micro_batch = t.micro_batch_size;
   step.seq_len = t.max_seq_len;
   const int64_t dp = static_cast<int64_t>(dims[0]) * dims[1];
@@ -292,6 +293,28 @@ void run_plan(const PlanArgs& args) {
   step.activation_checkpointing = t.activation_checkpointing;
   step.param_element_bytes = t.precision == "float32" ? 4 : 2;
   const ContextSplit split = context_split(dims[2], t.max_seq_len);
+  if (tp > 1) {
+    // What one micro batch runs on the tp group, where the plan's form is modelled.
+    const TpPlanForm form = resolved.source != parallel::PlanSource::Optimized ? TpPlanForm::NotModelled
+                            : par.sequence_parallel                           ? TpPlanForm::OptimizedSequenceParallel
+                                                                              : TpPlanForm::Optimized;
+    std::vector<AppliedStyle> styles;
+    for (const auto& a : views.front().applied) styles.push_back({a.module_path, a.style});
+    std::vector<ParamShape> params;
+    for (const auto& p : views.front().named) {
+      int64_t n = 1;
+      for (int64_t d : p.shape) n *= d;
+      params.push_back({p.name, n});
+    }
+    TpStepShape tp_step;
+    tp_step.tp = tp;
+    tp_step.rows = t.micro_batch_size;
+    tp_step.tokens_per_row = split.tokens_per_rank;
+    tp_step.activation_element_bytes = step.param_element_bytes;
+    tp_step.activation_checkpointing = t.activation_checkpointing;
+    step.tp = tp_collectives(model_config, form, tp_step, tp_whole_param_grads(styles, params));
+    step_tp_modelled = form != TpPlanForm::NotModelled;
+  }
   const int64_t activations = activation_bytes(model_config, tp, dims[2], step);
   const int64_t activations_cp1 = activation_bytes(model_config, tp, 1, step);
 
@@ -318,6 +341,11 @@ void run_plan(const PlanArgs& args) {
   }
 
   std::optional<Recommendation> prediction;
+  const std::string tp_traffic_note =
+      tp == 1 ? "none (tp 1)"
+      : step_tp_modelled
+          ? "modelled (the optimized plan's activations, loss statistics and whole parameters' gradients)"
+          : fmt::format("not modelled for a {} plan: only the optimized plan's are", parallel::to_string(resolved.source));
   ClusterDescription cluster;
   if (args.predict) {
     cluster = describe_cluster(args, par, layout.world_size());
@@ -380,7 +408,8 @@ void run_plan(const PlanArgs& args) {
                            {"this_layout", to_json(this_layout())},
                            {"candidates", candidates},
                            {"recommended_dp_replicate_size", prediction->recommended_dp_replicate},
-                           {"recommendation", prediction->reason}};
+                           {"recommendation", prediction->reason},
+                           {"tp_collectives", tp_traffic_note}};
     }
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -452,7 +481,10 @@ void run_plan(const PlanArgs& args) {
               static_cast<double>(activations) / (1 << 20),
               split.cp > 1 ? fmt::format(" ({:.2f} MiB at cp 1)", static_cast<double>(activations_cp1) / (1 << 20)).c_str()
                            : "");
-  if (prediction) print_prediction(cluster, this_layout(), *prediction);
+  if (prediction) {
+    print_prediction(cluster, this_layout(), *prediction);
+    if (tp > 1) std::printf("tensor-parallel collectives: %s\n", tp_traffic_note.c_str());
+  }
 }
 
 }  // namespace

@@ -113,28 +113,52 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
     in.num_experts = model.num_experts;
     in.expert_exchange_bytes_per_rank = step_expert_exchange(model, ep, s, s.seq_len).bytes_per_rank;
   }
-  std::vector<train::NodeBytes> per_rank;
-  p.bytes = predict_step_traffic(in, &per_rank);
+  in.tp_collectives = s.tp;
+  std::vector<train::NodeBytes> per_rank, per_rank_tp;
+  p.bytes = predict_step_traffic(in, &per_rank, &per_rank_tp);
   p.inter_node_bytes = train::total_other_node(p.bytes);
 
-  // Communication: the busiest node link, the busiest rank's same-node sends.
-  std::vector<int64_t> node_out(static_cast<std::size_t>(c.nodes), 0);
-  int64_t busiest_rank_intra = 0;
-  // The transport's CPU: that of the rank whose sends cost most.
+  // The transport's CPU for a rank's sends.
   auto transport_cpu_s = [&](const train::NodeBytes& b, double other_share, double same_share) {
     return static_cast<double>(b.other_node) * other_share * c.transport_cpu_s_per_inter_byte +
            static_cast<double>(b.same_node) * same_share * c.transport_cpu_s_per_intra_byte;
   };
-  train::NodeBytes busiest_transport;
-  for (int r = 0; r < layout.world_size(); ++r) {
-    const train::NodeBytes& mine = per_rank[static_cast<std::size_t>(r)];
-    node_out[static_cast<std::size_t>(r / c.ranks_per_node)] += mine.other_node;
-    busiest_rank_intra = std::max(busiest_rank_intra, mine.same_node);
-    if (transport_cpu_s(mine, 1, 1) > transport_cpu_s(busiest_transport, 1, 1)) busiest_transport = mine;
-  }
+  // Of the ranks' sends: the busiest node link's and the busiest rank's
+  // same-node time, and the sends of the rank whose transport CPU costs most.
+  struct Busiest {
+    double inter_s = 0, intra_s = 0;
+    train::NodeBytes transport;
+  };
+  auto busiest = [&](const std::vector<train::NodeBytes>& sends) {
+    std::vector<int64_t> node_out(static_cast<std::size_t>(c.nodes), 0);
+    int64_t rank_intra = 0;
+    Busiest b;
+    for (int r = 0; r < layout.world_size(); ++r) {
+      const train::NodeBytes& mine = sends[static_cast<std::size_t>(r)];
+      node_out[static_cast<std::size_t>(r / c.ranks_per_node)] += mine.other_node;
+      rank_intra = std::max(rank_intra, mine.same_node);
+      if (transport_cpu_s(mine, 1, 1) > transport_cpu_s(b.transport, 1, 1)) b.transport = mine;
+    }
+    b.inter_s = transfer_s(*std::max_element(node_out.begin(), node_out.end()), c.inter_gbit_s);
+    b.intra_s = transfer_s(rank_intra, c.intra_gbit_s);
+    return b;
+  };
+  const Busiest links = busiest(per_rank);
+  const train::NodeBytes& busiest_transport = links.transport;
   p.transport_cpu_s = transport_cpu_s(busiest_transport, 1, 1);
-  p.inter_s = transfer_s(*std::max_element(node_out.begin(), node_out.end()), c.inter_gbit_s);
-  p.intra_s = transfer_s(busiest_rank_intra, c.intra_gbit_s);
+  p.inter_s = links.inter_s;
+  p.intra_s = links.intra_s;
+
+  // Tensor parallelism: the same link rules for its bytes alone, a latency
+  // per collective, and the transport's CPU; split between the phases by
+  // the forward's share of the collectives.
+  const Busiest tp_links = busiest(per_rank_tp);
+  const int64_t tp_forward = s.tp.forward_count() * s.micro_batches;
+  const int64_t tp_count = tp_forward + s.tp.backward_count() * s.micro_batches;
+  const double tp_forward_share = tp_count > 0 ? static_cast<double>(tp_forward) / static_cast<double>(tp_count) : 0;
+  p.tp_s = std::max(tp_links.inter_s, tp_links.intra_s) + static_cast<double>(tp_count) * c.latency_us * 1e-6 +
+           transport_cpu_s(tp_links.transport, 1, 1);
+  p.tp_forward_s = p.tp_s * tp_forward_share;
 
   const int tp = layout.size("tp");
   const int shard_size = layout.size("dp_shard_cp");
@@ -243,7 +267,7 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   p.forward_comm_share = comm > 0 ? comm_forward / comm : 0;
   const double transport_forward = transport_cpu_s(busiest_transport, inter_forward, intra_forward);
 
-  p.step_s_no_overlap = p.compute_s + p.transport_cpu_s + p.optimizer_s + comm;
+  p.step_s_no_overlap = p.compute_s + p.transport_cpu_s + p.optimizer_s + comm + p.tp_s;
   // The root group (embedding, final norm, head) is gathered first and
   // reduced last: its share of each phase's traffic has no compute to hide
   // behind.
@@ -254,9 +278,9 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   }
   const double root_share = total > 0 ? static_cast<double>(root) / static_cast<double>(total) : 0;
   p.step_s_overlap =
-      phase_s(p.forward_compute_s + transport_forward, comm_forward, comm_forward * root_share) +
-      phase_s(p.compute_s - p.forward_compute_s + p.transport_cpu_s - transport_forward, comm_backward,
-              comm_backward * root_share) +
+      phase_s(p.forward_compute_s + p.tp_forward_s + transport_forward, comm_forward, comm_forward * root_share) +
+      phase_s(p.compute_s - p.forward_compute_s + p.tp_s - p.tp_forward_s + p.transport_cpu_s - transport_forward,
+              comm_backward, comm_backward * root_share) +
       p.optimizer_s;
   p.rss_bytes = c.base_rss_bytes + kCommunicationRuntimeBytes + p.state_bytes + p.unsharded_peak_bytes +
                 p.activation_bytes;
@@ -318,6 +342,7 @@ nlohmann::json to_json(const LayoutPrediction& p) {
           {"inter_node_s", p.inter_s},
           {"intra_node_s", p.intra_s},
           {"latency_s", p.latency_s},
+          {"tp_s", p.tp_s},
           {"step_s_no_overlap", p.step_s_no_overlap},
           {"step_s_overlap", p.step_s_overlap},
           {"memory_per_rank",

@@ -11,7 +11,10 @@
 // gradient norm and optimizer update over the rank's shards; communication =
 // the longer of the busiest node link's inter-node bytes at the inter-node
 // rate and the busiest rank's same-node bytes at the intra-node rate (the
-// links work in parallel), plus a latency per collective. Where the
+// links work in parallel), plus a latency per collective. Tensor
+// parallelism's collectives (tp_traffic.h) are timed alike but apart: each
+// result is the next operation's input, so their time adds to the compute of
+// their phase and hides nothing. Where the
 // transport runs on the ranks' own cores (TCP through the kernel, shared-
 // memory copies, no core to spare: this machine's pretend nodes, a CPU
 // cluster), moving each byte also takes CPU time from compute.
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "cli/expert_traffic.h"
+#include "cli/tp_traffic.h"
 #include "cli/traffic_model.h"
 #include "dist/mesh_layout.h"
 #include "models/model_config.h"
@@ -68,6 +72,7 @@ struct StepShape {
   bool reduce_scatter_each_micro_batch = true;
   bool activation_checkpointing = false;
   int param_element_bytes = 4;  // compute dtype: fp32 4, bf16/fp16 2 (all-gathers move these)
+  TpCollectives tp;             // what one micro batch runs on the tp group (tp_traffic.h)
 };
 
 struct LayoutPrediction {
@@ -77,6 +82,9 @@ struct LayoutPrediction {
   double compute_s = 0, forward_compute_s = 0;  // all micro batches; forward_compute_s is part of compute_s
   double optimizer_s = 0, transport_cpu_s = 0;
   double inter_s = 0, intra_s = 0, latency_s = 0;
+  // Tensor parallelism's collectives: their links' time and latency, and the
+  // part of it the forward runs; on the critical path, never hidden.
+  double tp_s = 0, tp_forward_s = 0;
   double forward_comm_share = 0;  // of the link time: the forward's all-gathers
   double step_s_no_overlap = 0, step_s_overlap = 0;
   int64_t state_bytes = 0, unsharded_peak_bytes = 0, activation_bytes = 0, rss_bytes = 0;  // the largest rank

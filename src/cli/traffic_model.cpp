@@ -128,13 +128,17 @@ ExpertSplitGroups expert_split_groups(const std::vector<NamedShape>& shapes, int
   return out;
 }
 
-train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<train::NodeBytes>* per_rank) {
+train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<train::NodeBytes>* per_rank,
+                                       std::vector<train::NodeBytes>* per_rank_tp) {
   TESSEL_CHECK(in.layout != nullptr && in.ranks_per_node >= 1 && in.micro_batches >= 1,
                "predict_step_traffic: incomplete inputs");
   const dist::MeshLayout& layout = *in.layout;
   train::GroupBytes out;
   if (per_rank) per_rank->assign(static_cast<std::size_t>(layout.world_size()), train::NodeBytes{});
   Sender send{in, out, per_rank};
+  if (per_rank_tp) per_rank_tp->assign(static_cast<std::size_t>(layout.world_size()), train::NodeBytes{});
+  Sender send_tp{in, out, per_rank_tp};
+  const bool tensor_parallel = layout.size("tp") > 1;
   const int shard_size = layout.size("dp_shard_cp");
   const bool hybrid = layout.size("dp_replicate") > 1;
   const int64_t rs_times = in.reduce_scatter_each_micro_batch ? in.micro_batches : 1;
@@ -168,6 +172,13 @@ train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<trai
     // rest) over the shard group.
     send.all_reduce("dp_shard_cp", rank, 1, 8);
     send.all_reduce("dp_shard_cp", rank, 1, 8);
+    if (tensor_parallel) {
+      send_tp.all_reduce("tp", rank, 1, 8);  // the tp-sharded set's sum, over tp too
+      for (int64_t m = 0; m < in.micro_batches; ++m) {
+        for (const auto& a : in.tp_collectives.all_reduces) send_tp.all_reduce("tp", rank, a.numel, a.element_size);
+      }
+      for (const auto& e : in.tp_collectives.to_each_peer) send_tp.to_each_peer("tp", rank, e.bytes, in.micro_batches);
+    }
     if (split == nullptr) continue;
     for (const auto& g : split->experts) {
       if (layout.ep_shard() > 1) {

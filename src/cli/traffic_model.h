@@ -16,8 +16,9 @@
 // group over ep_shard (all-gathers and reduce-scatters, no replicate
 // all-reduce: ep_shard spans the replicas), the gradient norm adds one fp64
 // sum over ep_shard and one over ep, and the token exchange sends each ep peer
-// an equal share of the rank's bytes. (Tensor-parallel activations travel over
-// the tp group, inside a node in the layouts worth running; not modelled.)
+// an equal share of the rank's bytes. Under tensor parallelism the tp group
+// carries the plan's activation collectives per micro batch (tp_traffic.h)
+// and the gradient norm's fp64 sum of the tp-sharded set.
 // Ranks fill nodes in order (node = rank / ranks_per_node), as mpirun's
 // default by-slot mapping places them.
 //
@@ -32,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/tp_traffic.h"
 #include "dist/mesh_layout.h"
 #include "train/link_traffic.h"
 
@@ -60,11 +62,16 @@ struct TrafficInputs {
   // (cli/expert_traffic.h).
   int64_t num_experts = 0;
   int64_t expert_exchange_bytes_per_rank = 0;
+  // Tensor parallelism (layout->size("tp") > 1): the plan's collectives per
+  // micro batch, on every tp rank.
+  TpCollectives tp_collectives;
 };
 
-// Per mesh group ("dp_shard_cp", "dp_replicate"), summed over ranks; with
-// `per_rank`, also each world rank's own sends (all groups together).
-train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<train::NodeBytes>* per_rank = nullptr);
+// Per mesh group ("dp_shard_cp", "dp_replicate", "tp"), summed over ranks;
+// with `per_rank`, also each world rank's own sends (every group but tp,
+// whose collectives nothing hides: those in `per_rank_tp`).
+train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<train::NodeBytes>* per_rank = nullptr,
+                                       std::vector<train::NodeBytes>* per_rank_tp = nullptr);
 
 // The padded fp32 bytes of each rank's shard of each FSDP group, in the
 // order FSDP builds them (layer 0..L-1, lm_head, then the root).

@@ -80,6 +80,30 @@ TEST(StepPrediction, HsdpReductionHidesOnlyBehindBackward) {
   EXPECT_NEAR(p.step_s_overlap, 0.2 + (1.0 + 1088.0 / 5184.0) + 0.1296, 1e-9);
 }
 
+TEST(StepPrediction, TensorParallelCollectivesAddToComputeAndHideNothing) {
+  dist::MeshSizes sizes;
+  sizes.world_size = 2;
+  sizes.tp = 2;  // one node, no data parallelism: nothing else to communicate
+  const dist::MeshLayout layout(sizes);
+  StepShape step;
+  // One all-reduce of 1000 fp32 elements in forward and one in backward:
+  // over 2 ranks each sends 500 elements there and 500 back, 4000 B; with
+  // the gradient norm's fp64 sum over tp, 8008 B per rank, which this
+  // same-node rate moves in 1 s.
+  step.tp.all_reduces = {{1000, 4, true}, {1000, 4, false}};
+  ClusterDescription c = timed_cluster(1, 2);
+  c.intra_gbit_s = 8008 * 8 / 1e9;
+  c.inter_gbit_s = 1;
+  const auto view = tiny_view().front();
+  const LayoutPrediction p = predict_layout(layout, {view, view}, tiny_model(), c, step);
+  EXPECT_EQ(p.bytes.at("tp").same_node, 2 * 8008);
+  EXPECT_NEAR(p.tp_s, 1.0, 1e-12);
+  EXPECT_NEAR(p.tp_forward_s, 0.5, 1e-12);  // one of the two collectives per micro batch
+  EXPECT_EQ(p.intra_s, 0);                  // FSDP's links carry nothing
+  EXPECT_NEAR(p.step_s_no_overlap, 0.6 + 1.0 + 0.2592, 1e-9);
+  EXPECT_NEAR(p.step_s_overlap, 0.6 + 1.0 + 0.2592, 1e-9);
+}
+
 TEST(StepPrediction, SlowerLinkNeverMakesAFasterStep) {
   dist::MeshSizes sizes;
   sizes.world_size = 4;
