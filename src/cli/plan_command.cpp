@@ -64,6 +64,7 @@ struct PlanArgs {
   bool predict = false;
   double inter_gbit_s = 0, intra_gbit_s = 0, latency_us = -1, gflops = 0;
   double core_share = 0;  // of one core per rank; 0: ranks_per_node over this machine's cores
+  double memory_per_rank_gib = 0;  // what a rank may hold (0: no limit), for the tp recommendation
   std::string collectives = "direct";
 };
 
@@ -127,6 +128,62 @@ RankBytes fsdp_share(const std::vector<NamedShape>& shapes, int shard_size, int 
   }
   for (const auto& g : fsdp_group_shards(shapes, shard_size)) b.padded_bytes += g.shard_bytes;
   return b;
+}
+
+// What a prediction for one layout needs from the model and its plan: the
+// resolved plan, each tp rank's parameters after it, and one step's shape
+// (micro batches per dp rank, what one micro batch runs on the tp group).
+// Throws tessel::Error where the plan does not apply to the layout.
+struct LayoutInputs {
+  parallel::ResolvedPlan resolved;
+  std::vector<TpRankView> views;
+  StepShape step;
+  bool tp_modelled = true;  // the plan's tp collectives are modelled (tp_traffic.h)
+};
+
+LayoutInputs layout_inputs(const dist::MeshLayout& layout, const config::ParallelismConfig& par,
+                           const models::ModelConfig& model, const train::TrainOptions& t) {
+  parallel::ResolveOptions ro;
+  ro.vocab_parallel_loss = true;  // the trainer's loss consumes vocab-sharded logits
+  ro.log = false;                 // the caller reports it
+  const auto dims = layout.dims();
+  const int tp = dims[3];
+  LayoutInputs in;
+  in.resolved = parallel::resolve_parallel_plan(layout, par, model, ro);
+  for (int r = 0; r < tp; ++r) in.views.push_back(apply_as_tp_rank(model, in.resolved, tp, r));
+  StepShape& step = in.step;
+  step.micro_batch = t.micro_batch_size;
+  step.seq_len = t.max_seq_len;
+  const int64_t dp = static_cast<int64_t>(dims[0]) * dims[1];
+  step.micro_batches = static_cast<int>(std::max<int64_t>(1, t.global_batch_size / (t.micro_batch_size * dp)));
+  const bool* reshard = std::get_if<bool>(&t.reshard_after_forward);
+  step.reshard_after_forward = reshard == nullptr || *reshard;
+  step.reduce_scatter_each_micro_batch = !par.accumulate_unsharded_grads;
+  step.activation_checkpointing = t.activation_checkpointing;
+  step.param_element_bytes = t.precision == "float32" ? 4 : 2;
+  if (tp > 1) {
+    // What one micro batch runs on the tp group, where the plan's form is modelled.
+    const TpPlanForm form = in.resolved.source != parallel::PlanSource::Optimized ? TpPlanForm::NotModelled
+                            : par.sequence_parallel ? TpPlanForm::OptimizedSequenceParallel
+                                                    : TpPlanForm::Optimized;
+    std::vector<AppliedStyle> styles;
+    for (const auto& a : in.views.front().applied) styles.push_back({a.module_path, a.style});
+    std::vector<ParamShape> params;
+    for (const auto& p : in.views.front().named) {
+      int64_t n = 1;
+      for (int64_t d : p.shape) n *= d;
+      params.push_back({p.name, n});
+    }
+    TpStepShape tp_step;
+    tp_step.tp = tp;
+    tp_step.rows = t.micro_batch_size;
+    tp_step.tokens_per_row = context_split(dims[2], t.max_seq_len).tokens_per_rank;
+    tp_step.activation_element_bytes = step.param_element_bytes;
+    tp_step.activation_checkpointing = t.activation_checkpointing;
+    step.tp = tp_collectives(model, form, tp_step, tp_whole_param_grads(styles, params));
+    in.tp_modelled = form != TpPlanForm::NotModelled;
+  }
+  return in;
 }
 
 // The share of a core each rank gets when the compute is timed here: as
@@ -220,22 +277,21 @@ void run_plan(const PlanArgs& args) {
   const std::string model_name = cfg.get<std::string>("policy.model_name");
   const models::ModelConfig model_config = model_config_of(model_name);
   parallel::check_expert_parallel(layout.ep(), model_config);
-  parallel::ResolveOptions ro;
-  ro.vocab_parallel_loss = true;  // the trainer's loss consumes vocab-sharded logits
-  ro.log = false;                 // printed below with the rest of the report
   const auto dims = layout.dims();
   const int tp = dims[3];
   const int shard_size = dims[1] * dims[2];
-  parallel::ResolvedPlan resolved;
-  std::vector<TpRankView> views;
+  const train::TrainOptions t = train::train_options_from(cfg);
+  LayoutInputs inputs;
   try {
-    resolved = parallel::resolve_parallel_plan(layout, par, model_config, ro);
-    for (int r = 0; r < tp; ++r) views.push_back(apply_as_tp_rank(model_config, resolved, tp, r));
+    inputs = layout_inputs(layout, par, model_config, t);
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
     throw UsageError(e.what());  // a bad plan is the user's input, like a bad config
   }
+  const parallel::ResolvedPlan& resolved = inputs.resolved;
+  const std::vector<TpRankView>& views = inputs.views;
+  const StepShape& step = inputs.step;
 
   const int64_t model_elements = views.front().model_elements;
 
@@ -279,42 +335,7 @@ void run_plan(const PlanArgs& args) {
   }
   const auto& applied = views.front().applied;
 
-  // One micro batch of this config, for activations and the prediction.
-  const train::TrainOptions t = train::train_options_from(cfg);
-  StepShape step;
-  bool step_tp_modelled = true;
-  step.micro_batch = t.micro_batch_size;
-  step.seq_len = t.max_seq_len;
-  const int64_t dp = static_cast<int64_t>(dims[0]) * dims[1];
-  step.micro_batches = static_cast<int>(std::max<int64_t>(1, t.global_batch_size / (t.micro_batch_size * dp)));
-  const bool* reshard = std::get_if<bool>(&t.reshard_after_forward);
-  step.reshard_after_forward = reshard == nullptr || *reshard;
-  step.reduce_scatter_each_micro_batch = !par.accumulate_unsharded_grads;
-  step.activation_checkpointing = t.activation_checkpointing;
-  step.param_element_bytes = t.precision == "float32" ? 4 : 2;
   const ContextSplit split = context_split(dims[2], t.max_seq_len);
-  if (tp > 1) {
-    // What one micro batch runs on the tp group, where the plan's form is modelled.
-    const TpPlanForm form = resolved.source != parallel::PlanSource::Optimized ? TpPlanForm::NotModelled
-                            : par.sequence_parallel                           ? TpPlanForm::OptimizedSequenceParallel
-                                                                              : TpPlanForm::Optimized;
-    std::vector<AppliedStyle> styles;
-    for (const auto& a : views.front().applied) styles.push_back({a.module_path, a.style});
-    std::vector<ParamShape> params;
-    for (const auto& p : views.front().named) {
-      int64_t n = 1;
-      for (int64_t d : p.shape) n *= d;
-      params.push_back({p.name, n});
-    }
-    TpStepShape tp_step;
-    tp_step.tp = tp;
-    tp_step.rows = t.micro_batch_size;
-    tp_step.tokens_per_row = split.tokens_per_rank;
-    tp_step.activation_element_bytes = step.param_element_bytes;
-    tp_step.activation_checkpointing = t.activation_checkpointing;
-    step.tp = tp_collectives(model_config, form, tp_step, tp_whole_param_grads(styles, params));
-    step_tp_modelled = form != TpPlanForm::NotModelled;
-  }
   const int64_t activations = activation_bytes(model_config, tp, dims[2], step);
   const int64_t activations_cp1 = activation_bytes(model_config, tp, 1, step);
 
@@ -343,27 +364,63 @@ void run_plan(const PlanArgs& args) {
   std::optional<Recommendation> prediction;
   const std::string tp_traffic_note =
       tp == 1 ? "none (tp 1)"
-      : step_tp_modelled
+      : inputs.tp_modelled
           ? "modelled (the optimized plan's activations, loss statistics and whole parameters' gradients)"
           : fmt::format("not modelled for a {} plan: only the optimized plan's are", parallel::to_string(resolved.source));
   ClusterDescription cluster;
+  // Every tensor-parallel size that fits inside a node, each with its own
+  // dp_replicate recommendation (the configured tp's is `prediction`).
+  std::vector<std::pair<int, Recommendation>> by_tp;
+  std::vector<std::string> tp_skipped;
+  std::optional<TpRecommendation> tp_choice;
   if (args.predict) {
     cluster = describe_cluster(args, par, layout.world_size());
-    if (args.gflops <= 0) {
-      // Time the model's own micro batch here; ranks sharing cores get a share.
-      const double share = core_share(args, cluster.ranks_per_node);
-      if (auto timing = measure_micro_batch(model_config, tp, t.micro_batch_size, t.max_seq_len)) {
-        cluster.micro_batch_compute_s = timing->total_s / share;
-        cluster.micro_batch_forward_s = timing->forward_s / share;
-        cluster.optimizer_s_per_element = optimizer_s_per_element() / share;
-        cluster.source += fmt::format("; compute: this model's micro batch timed here ({:.3f} s on one core, "
-                                      "{:.3f} of it forward; {:.2g} of a core per rank), and the optimizer step",
-                                      timing->total_s, timing->forward_s, share);
+    std::optional<double> optimizer_per_element;  // measured once, the same for every tp
+    auto predict_at = [&](const dist::MeshLayout& at, const LayoutInputs& in) {
+      ClusterDescription c = cluster;
+      const int at_tp = at.size("tp");
+      if (args.gflops <= 0) {
+        // Time the model's own micro batch here; ranks sharing cores get a share.
+        const double share = core_share(args, c.ranks_per_node);
+        if (auto timing = measure_micro_batch(model_config, at_tp, t.micro_batch_size, t.max_seq_len)) {
+          if (!optimizer_per_element) optimizer_per_element = optimizer_s_per_element();
+          c.micro_batch_compute_s = timing->total_s / share;
+          c.micro_batch_forward_s = timing->forward_s / share;
+          c.optimizer_s_per_element = *optimizer_per_element / share;
+          c.source += fmt::format("; compute: this model's micro batch timed here ({:.3f} s on one core, "
+                                  "{:.3f} of it forward; {:.2g} of a core per rank), and the optimizer step",
+                                  timing->total_s, timing->forward_s, share);
+        }
       }
+      std::vector<std::vector<NamedShape>> named;
+      for (const auto& v : in.views) named.push_back(v.named);
+      return std::make_pair(c, recommend(at, named, model_config, c, in.step));
+    };
+    auto [timed, configured] = predict_at(layout, inputs);
+    cluster = timed;
+    prediction = configured;
+    if (layout.ep() == 1) {
+      for (int candidate = 1; candidate <= cluster.ranks_per_node; ++candidate) {
+        if (cluster.ranks_per_node % candidate != 0) continue;
+        if (candidate == tp) {
+          by_tp.emplace_back(tp, *prediction);
+          continue;
+        }
+        dist::MeshSizes sizes = mesh_sizes_from(par, world);
+        sizes.tp = candidate;
+        sizes.dp_replicate = 1;
+        try {
+          const dist::MeshLayout at(sizes);
+          const LayoutInputs in = layout_inputs(at, par, model_config, t);
+          if (!in.tp_modelled) throw Error("its plan's tensor-parallel collectives are not modelled");
+          by_tp.emplace_back(candidate, predict_at(at, in).second);
+        } catch (const Error& e) {
+          tp_skipped.push_back(fmt::format("tp {}: {}", candidate, e.what()));
+        }
+      }
+      const int64_t limit = static_cast<int64_t>(args.memory_per_rank_gib * (1 << 30));
+      if (by_tp.size() > 1 || limit > 0) tp_choice = recommend_tp(by_tp, limit);
     }
-    std::vector<std::vector<NamedShape>> named;
-    for (const auto& v : views) named.push_back(v.named);
-    prediction = recommend(layout, named, model_config, cluster, step);
   }
   // The prediction for this run's own dp_replicate_size.
   const auto this_layout = [&]() -> const LayoutPrediction& {
@@ -410,6 +467,20 @@ void run_plan(const PlanArgs& args) {
                            {"recommended_dp_replicate_size", prediction->recommended_dp_replicate},
                            {"recommendation", prediction->reason},
                            {"tp_collectives", tp_traffic_note}};
+      if (tp_choice) {
+        nlohmann::json tps = nlohmann::json::array();
+        for (const auto& [at_tp, r] : by_tp) {
+          const LayoutPrediction& best = recommended(r);
+          tps.push_back({{"tp", at_tp},
+                         {"recommended_dp_replicate_size", r.recommended_dp_replicate},
+                         {"step_s_overlap", best.step_s_overlap},
+                         {"rss_bytes", best.rss_bytes}});
+        }
+        out["prediction"]["tp_candidates"] = tps;
+        out["prediction"]["tp_skipped"] = tp_skipped;
+        out["prediction"]["recommended_tp_size"] = tp_choice->tp;
+        out["prediction"]["tp_recommendation"] = tp_choice->reason;
+      }
     }
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -484,6 +555,8 @@ void run_plan(const PlanArgs& args) {
   if (prediction) {
     print_prediction(cluster, this_layout(), *prediction);
     if (tp > 1) std::printf("tensor-parallel collectives: %s\n", tp_traffic_note.c_str());
+    for (const auto& skipped : tp_skipped) std::printf("not considered: %s\n", skipped.c_str());
+    if (tp_choice) std::printf("recommend %s\n", tp_choice->reason.c_str());
   }
 }
 
@@ -509,10 +582,14 @@ void add_plan_command(CLI::App& app) {
                 "layers with the same style on one line, e.g. model.layers.{0..15}.mlp.up_proj)");
   cmd->add_flag("--predict", args->predict,
                 "predict memory per rank, bytes per step by link class and step time on the cluster that "
-                "cluster.num_nodes describes, and recommend dp_replicate_size (rates measured here unless given)");
+                "cluster.num_nodes describes, and recommend dp_replicate_size and tp (rates measured here unless given)");
   cmd->add_option("--inter-node-gbit", args->inter_gbit_s, "--predict: each node link's rate, Gbit/s")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--intra-node-gbit", args->intra_gbit_s, "--predict: a rank's rate to its node's peers, Gbit/s")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--memory-per-rank-gib", args->memory_per_rank_gib,
+                  "--predict: what one rank may hold (a device's memory, or a node's over its ranks), GiB; "
+                  "tensor-parallel sizes whose largest rank holds more are not recommended")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--latency-us", args->latency_us, "--predict: latency per collective, microseconds (default 20)")
       ->check(CLI::NonNegativeNumber);

@@ -328,6 +328,46 @@ Recommendation recommend(const dist::MeshLayout& layout, const std::vector<std::
   return r;
 }
 
+const LayoutPrediction& recommended(const Recommendation& r) {
+  for (const auto& c : r.candidates) {
+    if (c.dp_replicate == r.recommended_dp_replicate) return c;
+  }
+  return r.candidates.front();
+}
+
+TpRecommendation recommend_tp(const std::vector<std::pair<int, Recommendation>>& by_tp, int64_t memory_per_rank_bytes) {
+  TESSEL_CHECK(!by_tp.empty(), "recommend_tp: no tensor-parallel size to choose from");
+  auto fits = [&](const LayoutPrediction& p) { return memory_per_rank_bytes <= 0 || p.rss_bytes <= memory_per_rank_bytes; };
+  const std::pair<int, Recommendation>* best = nullptr;
+  for (const auto& option : by_tp) {  // by increasing tp
+    const LayoutPrediction& p = recommended(option.second);
+    if (!fits(p)) continue;
+    if (best == nullptr || p.step_s_overlap < recommended(best->second).step_s_overlap * 0.95) best = &option;
+  }
+  std::string others;
+  for (const auto& [tp, r] : by_tp) {
+    const LayoutPrediction& p = recommended(r);
+    others += fmt::format("{}tp {}: {:.3f} s, {:.2f} GiB{}", others.empty() ? "" : "; ", tp, p.step_s_overlap,
+                          static_cast<double>(p.rss_bytes) / (1 << 30), fits(p) ? "" : " (does not fit)");
+  }
+  TpRecommendation out;
+  if (best == nullptr) {
+    best = &by_tp.front();
+    for (const auto& option : by_tp) {
+      if (recommended(option.second).rss_bytes < recommended(best->second).rss_bytes) best = &option;
+    }
+    out.reason = fmt::format("no tensor-parallel size fits {:.2f} GiB per rank; tp {} holds least ({})",
+                             static_cast<double>(memory_per_rank_bytes) / (1 << 30), best->first, others);
+  } else {
+    out.reason = fmt::format("tp {} with dp_replicate_size={}: the fastest predicted step{} ({})", best->first,
+                             best->second.recommended_dp_replicate,
+                             memory_per_rank_bytes > 0 ? " that fits the memory per rank" : "", others);
+  }
+  out.tp = best->first;
+  out.dp_replicate = best->second.recommended_dp_replicate;
+  return out;
+}
+
 nlohmann::json to_json(const LayoutPrediction& p) {
   nlohmann::json bytes = nlohmann::json::object();
   for (const auto& [group, b] : p.bytes) bytes[group] = {{"same_node", b.same_node}, {"other_node", b.other_node}};

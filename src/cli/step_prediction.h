@@ -118,6 +118,21 @@ struct Recommendation {
 Recommendation recommend(const dist::MeshLayout& layout, const std::vector<std::vector<NamedShape>>& tp_views,
                          const models::ModelConfig& model, const ClusterDescription& cluster, const StepShape& step);
 
+// Across tensor-parallel sizes (each with its own dp_replicate
+// recommendation): the fastest predicted step among those whose largest rank
+// fits `memory_per_rank_bytes` (0: no limit), a smaller tp kept unless a
+// larger one is more than 5% faster (fewer activation collectives to depend
+// on); where none fits, the one holding least per rank, and the reason says so.
+struct TpRecommendation {
+  int tp = 1;
+  int dp_replicate = 1;
+  std::string reason;  // one line
+};
+TpRecommendation recommend_tp(const std::vector<std::pair<int, Recommendation>>& by_tp, int64_t memory_per_rank_bytes);
+
+// The recommended candidate of `r`.
+const LayoutPrediction& recommended(const Recommendation& r);
+
 nlohmann::json to_json(const LayoutPrediction& p);
 
 }  // namespace tessel::cli

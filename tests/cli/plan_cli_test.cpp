@@ -150,6 +150,28 @@ TEST(PlanCli, PredictRecommendsOneReplicaPerNodeWhenTheLinkBinds) {
   EXPECT_GT(hsdp["bytes_per_step"]["dp_replicate"]["other_node"].get<int64_t>(), 0);
   EXPECT_LT(hsdp["inter_node_bytes_per_step"].get<int64_t>(), j["candidates"][0]["inter_node_bytes_per_step"].get<int64_t>());
 
+  // Every tensor-parallel size inside a node was predicted (1, 2, 4, 8),
+  // each with its own dp_replicate choice; with no memory limit the fastest
+  // (tp only adds activation collectives here) is tp 1.
+  std::vector<int> tps;
+  for (const auto& c : j["tp_candidates"]) tps.push_back(c["tp"].get<int>());
+  EXPECT_EQ(tps, (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(j["recommended_tp_size"], 1) << j.dump(1);
+  // A rank that may hold 8 GiB: the smallest tp whose largest rank fits.
+  r = run_tessel("plan " + kRecipe + " " + llama_1b + cluster + " --inter-node-gbit 200 --memory-per-rank-gib 8", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  j = nlohmann::json::parse(r.output)["prediction"];
+  const int chosen = j["recommended_tp_size"].get<int>();
+  for (const auto& c : j["tp_candidates"]) {
+    const bool fits = c["rss_bytes"].get<int64_t>() <= (int64_t{8} << 30);
+    if (c["tp"].get<int>() < chosen) {
+      EXPECT_FALSE(fits) << c.dump();
+    } else if (c["tp"].get<int>() == chosen) {
+      EXPECT_TRUE(fits) << c.dump();
+    }
+  }
+  EXPECT_GT(chosen, 1) << j.dump(1);
+
   // Where compute hides every layout's communication, plain FSDP (the least
   // memory per rank) is recommended.
   r = run_tessel("plan " + source("examples/configs/default.yaml") +

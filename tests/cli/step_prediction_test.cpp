@@ -104,6 +104,39 @@ TEST(StepPrediction, TensorParallelCollectivesAddToComputeAndHideNothing) {
   EXPECT_NEAR(p.step_s_overlap, 0.6 + 1.0 + 0.2592, 1e-9);
 }
 
+Recommendation one_candidate(int dp_replicate, double step_s, int64_t rss_bytes) {
+  Recommendation r;
+  LayoutPrediction p;
+  p.dp_replicate = dp_replicate;
+  p.step_s_overlap = step_s;
+  p.rss_bytes = rss_bytes;
+  r.candidates = {p};
+  r.recommended_dp_replicate = dp_replicate;
+  return r;
+}
+
+TEST(StepPrediction, TensorParallelSizeIsTheFastestThatFits) {
+  constexpr int64_t GiB = int64_t{1} << 30;
+  const std::vector<std::pair<int, Recommendation>> by_tp = {
+      {1, one_candidate(2, 1.00, 12 * GiB)}, {2, one_candidate(2, 0.97, 7 * GiB)}, {4, one_candidate(1, 0.90, 5 * GiB)}};
+  // No limit: tp 4 is more than 5% faster than tp 1; tp 2 is not.
+  TpRecommendation r = recommend_tp(by_tp, 0);
+  EXPECT_EQ(r.tp, 4);
+  EXPECT_EQ(r.dp_replicate, 1);
+  // Without tp 4, tp 2's 3% does not beat the smaller tp.
+  r = recommend_tp({by_tp[0], by_tp[1]}, 0);
+  EXPECT_EQ(r.tp, 1);
+  EXPECT_EQ(r.dp_replicate, 2);
+  // 8 GiB per rank: tp 1 does not fit.
+  r = recommend_tp({by_tp[0], by_tp[1]}, 8 * GiB);
+  EXPECT_EQ(r.tp, 2);
+  EXPECT_NE(r.reason.find("tp 1: 1.000 s, 12.00 GiB (does not fit)"), std::string::npos) << r.reason;
+  // Nothing fits 4 GiB: the one holding least, said so.
+  r = recommend_tp(by_tp, 4 * GiB);
+  EXPECT_EQ(r.tp, 4);
+  EXPECT_NE(r.reason.find("no tensor-parallel size fits 4.00 GiB"), std::string::npos) << r.reason;
+}
+
 TEST(StepPrediction, SlowerLinkNeverMakesAFasterStep) {
   dist::MeshSizes sizes;
   sizes.world_size = 4;
