@@ -13,7 +13,6 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
-#include <thread>
 
 #include "core/compute_threads.h"
 #include "core/error.h"
@@ -72,8 +71,9 @@ void choose_compute_threads(bool multi_rank) {
   }
   if (!multi_rank) return;  // libtorch's default (honours OMP_NUM_THREADS)
   const int local_ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("MPI_LOCALNRANKS", 1));
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = std::max(1, cores / local_ranks);
+  // The cores this process may run on (its affinity mask: a cpuset or
+  // taskset gives fewer than the machine has), shared by the node's ranks.
+  const int threads = std::max(1, usable_cores() / local_ranks);
   core::set_compute_threads(threads);  // libtorch's pool and the BLAS's (core/compute_threads.h)
 }
 
