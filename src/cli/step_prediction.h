@@ -62,6 +62,7 @@ struct ClusterDescription {
   int64_t base_rss_bytes = 0;  // what a rank holds before any model state
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Direct;  // Direct: this build's MPI collectives
   std::string source;       // where the figures came from
+  std::string caveat;       // what the figures are known to leave out here ("" when nothing)
 };
 
 struct StepShape {
