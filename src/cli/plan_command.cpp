@@ -234,7 +234,10 @@ ClusterDescription describe_cluster(const PlanArgs& args, const config::Parallel
   // loopback transfer each), a byte to a peer on the node its copies. Each
   // rank receives about what it sends.
   const double share = core_share(args, c.ranks_per_node);
-  const double cores_per_rank = static_cast<double>(dist::usable_cores()) / c.ranks_per_node;
+  // A given share says how much of this machine a rank gets (pretend nodes
+  // share its cores); else a node is this machine.
+  const double cores_per_rank =
+      args.core_share > 0 ? args.core_share : static_cast<double>(dist::usable_cores()) / c.ranks_per_node;
   if (args.gflops <= 0 && (share < 1 || cores_per_rank < 2)) {
     if (tcp_rate() > 0) c.transport_cpu_s_per_inter_byte = 2 / (tcp_rate() * 1e9) / share;
     c.transport_cpu_s_per_intra_byte = dist::shared_memory_copies_per_transfer() / (copy_rate() * 1e9) / share;

@@ -185,6 +185,22 @@ TEST(PlanCli, PredictRecommendsOneReplicaPerNodeWhenTheLinkBinds) {
   EXPECT_THAT(j["recommendation"].get<std::string>(), HasSubstr("does not bind"));
 }
 
+// Pretend nodes share this machine's cores: a given --core-share says what a
+// rank gets, so with one core each the transport's CPU is charged, however
+// many cores the machine has per described node (2 nodes x 1 rank here).
+TEST(PlanCli, PredictChargesTheTransportWhereAGivenShareLeavesNoSpareCore) {
+  const auto r = run_tessel("plan " + source("examples/configs/sft.yaml") +
+                                " policy.model_name=tiny-llama policy.tokenizer.name=tiny-llama "
+                                "policy.max_total_sequence_length=32 policy.train_micro_batch_size=1 "
+                                "policy.train_global_batch_size=2 cluster.num_nodes=2 cluster.gpus_per_node=1 "
+                                "--predict --json --core-share 1",
+                            false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output)["prediction"];
+  EXPECT_GT(j["this_layout"]["transport_cpu_s"].get<double>(), 0) << j.dump(1);
+  EXPECT_THAT(j["cluster"]["source"].get<std::string>(), HasSubstr("no core to spare"));
+}
+
 class PlanCliCustomPlans : public ::testing::Test {
  protected:
   void SetUp() override {
