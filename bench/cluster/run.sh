@@ -5,7 +5,8 @@
 # (median of the timed steps), inter-node bytes per step as tessel counted
 # them and as `tessel plan --predict` predicted them, what the node links'
 # own counters saw over the whole run against tessel's count for the run,
-# peak RSS against the predicted, and the predicted step time.
+# peak RSS against the predicted, and the predicted step time (with the
+# link's CPU per byte measured here by scripts/cluster/link_cpu.sh).
 #
 # Usage (root): bench/cluster/run.sh [MODEL_CONFIG_JSON ...]
 #   RATES="none 1gbit 300mbit" STEPS=4 SEQ=128 MB=1 (the environment)
@@ -26,6 +27,13 @@ trap 'bash "$root/scripts/cluster/down.sh" >/dev/null 2>&1 || true' EXIT
 gbit_of() {  # tc rate -> Gbit/s for --predict (unthrottled: measured here)
   case $1 in none) echo "" ;; *gbit) echo "${1%gbit}" ;; *mbit) python3 -c "print(${1%mbit}/1000)" ;; esac
 }
+
+# What a byte across the pretend link costs the CPU (veth, bridge and TCP
+# in this one kernel), measured once on an unthrottled link: the prediction's
+# transport cost (its default, the TCP loopback, misses the bridge).
+bash "$root/scripts/cluster/up.sh" 2 none >/dev/null
+link_cpu=$(bash "$root/scripts/cluster/link_cpu.sh")
+echo "link CPU per byte across nodes: $link_cpu ns" >&2
 
 for cfg in "${configs[@]}"; do
   name=$(basename "$(dirname "$cfg")")
@@ -53,8 +61,9 @@ for cfg in "${configs[@]}"; do
         --no-print-config >"$log.log" 2>&1 || { echo "run failed: $log.log" >&2; tail -20 "$log.log" >&2; exit 1; }
       after=$(bash "$root/scripts/cluster/link_bytes.sh" | awk '{s += $2} END {printf "%.0f\n", s}')
       g=$(gbit_of "$rate")
-      "$bin" plan "${common[@]}" --predict --json --core-share 0.5 ${g:+--inter-node-gbit $g} >"$log.predict.json" 2>/dev/null
-      python3 - "$log/metrics.jsonl" "$log.predict.json" "$((after - before))" "$name" "$rate" "$layout" <<'PY'
+      "$bin" plan "${common[@]}" --predict --json --core-share 0.5 ${g:+--inter-node-gbit $g} \
+        --inter-node-cpu-ns-per-byte "$link_cpu" >"$log.predict.json" 2>/dev/null
+      python3 - "$log/metrics.jsonl" "$log.predict.json" "$((after - before))" "$name" "$rate" "$layout" "$link_cpu" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 train = [r for r in rows if r.get("split") == "train"]
@@ -67,6 +76,7 @@ counted_run = run["inter_node_bytes"]
 peak = max(train[-1]["peak_rss_bytes"])
 print(json.dumps({
     "bench": "cluster", "model": sys.argv[4], "inter_node_rate": sys.argv[5], "layout": sys.argv[6],
+    "link_cpu_ns_per_byte": float(sys.argv[7]),
     "step_time_s": statistics.median(r["step_time_s"] for r in timed),
     "step_time_s_each": [round(r["step_time_s"], 3) for r in train],
     "inter_node_bytes_per_step_counted": timed[-1]["inter_node_bytes"],

@@ -65,6 +65,7 @@ struct PlanArgs {
   double inter_gbit_s = 0, intra_gbit_s = 0, latency_us = -1, gflops = 0;
   double core_share = 0;  // of one core per rank; 0: ranks_per_node over this machine's cores
   double memory_per_rank_gib = 0;  // what a rank may hold (0: no limit), for the tp recommendation
+  double inter_cpu_ns_per_byte = 0;  // a byte sent to another node, both ends' CPU (0: from the TCP loopback rate)
   std::string collectives = "direct";
 };
 
@@ -239,9 +240,14 @@ ClusterDescription describe_cluster(const PlanArgs& args, const config::Parallel
   const double cores_per_rank =
       args.core_share > 0 ? args.core_share : static_cast<double>(dist::usable_cores()) / c.ranks_per_node;
   if (args.gflops <= 0 && (share < 1 || cores_per_rank < 2)) {
-    if (tcp_rate() > 0) c.transport_cpu_s_per_inter_byte = 2 / (tcp_rate() * 1e9) / share;
+    if (args.inter_cpu_ns_per_byte > 0) {
+      c.transport_cpu_s_per_inter_byte = args.inter_cpu_ns_per_byte * 1e-9 / share;
+    } else if (tcp_rate() > 0) {
+      c.transport_cpu_s_per_inter_byte = 2 / (tcp_rate() * 1e9) / share;
+    }
     c.transport_cpu_s_per_intra_byte = dist::shared_memory_copies_per_transfer() / (copy_rate() * 1e9) / share;
-    c.source += "; the transport's CPU per byte (TCP loopback, memory copy), no core to spare for it";
+    c.source += fmt::format("; the transport's CPU per byte ({}, memory copy), no core to spare for it",
+                            args.inter_cpu_ns_per_byte > 0 ? "as given across nodes" : "TCP loopback");
   }
   if (args.gflops <= 0 && share < 1) {
     c.caveat = fmt::format(
@@ -602,6 +608,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--memory-per-rank-gib", args->memory_per_rank_gib,
                   "--predict: what one rank may hold (a device's memory, or a node's over its ranks), GiB; "
                   "tensor-parallel sizes whose largest rank holds more are not recommended")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--inter-node-cpu-ns-per-byte", args->inter_cpu_ns_per_byte,
+                  "--predict, timed here: what one byte sent to another node costs the CPU, sender and receiver "
+                  "together, in ns, where the transport shares the ranks' cores (default: twice this machine's TCP "
+                  "loopback time per byte; scripts/cluster/link_cpu.sh measures a pretend cluster's link)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--latency-us", args->latency_us, "--predict: latency per collective, microseconds (default 20)")
       ->check(CLI::NonNegativeNumber);

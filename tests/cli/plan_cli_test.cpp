@@ -196,9 +196,25 @@ TEST(PlanCli, PredictChargesTheTransportWhereAGivenShareLeavesNoSpareCore) {
                                 "--predict --json --core-share 1",
                             false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto j = nlohmann::json::parse(r.output)["prediction"];
+  auto j = nlohmann::json::parse(r.output)["prediction"];
   EXPECT_GT(j["this_layout"]["transport_cpu_s"].get<double>(), 0) << j.dump(1);
   EXPECT_THAT(j["cluster"]["source"].get<std::string>(), HasSubstr("no core to spare"));
+
+  // The link's CPU per byte as measured elsewhere (scripts/cluster/link_cpu.sh):
+  // each of the 2 ranks sends half the step's inter-node bytes, and nothing
+  // to a peer on its node.
+  const auto given = run_tessel("plan " + source("examples/configs/sft.yaml") +
+                                    " policy.model_name=tiny-llama policy.tokenizer.name=tiny-llama "
+                                    "policy.max_total_sequence_length=32 policy.train_micro_batch_size=1 "
+                                    "policy.train_global_batch_size=2 cluster.num_nodes=2 cluster.gpus_per_node=1 "
+                                    "--predict --json --core-share 1 --inter-node-cpu-ns-per-byte 2.5",
+                                false);
+  ASSERT_EQ(given.exit_code, 0) << given.output;
+  j = nlohmann::json::parse(given.output)["prediction"];
+  const double per_rank = j["this_layout"]["inter_node_bytes_per_step"].get<double>() / 2;
+  EXPECT_NEAR(j["this_layout"]["transport_cpu_s"].get<double>(), per_rank * 2.5e-9, per_rank * 2.5e-9 * 1e-9)
+      << j.dump(1);
+  EXPECT_THAT(j["cluster"]["source"].get<std::string>(), HasSubstr("as given across nodes"));
 }
 
 class PlanCliCustomPlans : public ::testing::Test {
