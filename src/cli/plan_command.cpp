@@ -246,8 +246,10 @@ ClusterDescription describe_cluster(const PlanArgs& args, const config::Parallel
       c.transport_cpu_s_per_inter_byte = 2 / (tcp_rate() * 1e9) / share;
     }
     c.transport_cpu_s_per_intra_byte = dist::shared_memory_copies_per_transfer() / (copy_rate() * 1e9) / share;
-    c.source += fmt::format("; the transport's CPU per byte ({}, memory copy), no core to spare for it",
+    c.source += fmt::format("; the transport's CPU per byte ({}, memory copy), no core to spare for it, so "
+                            "nothing overlaps",
                             args.inter_cpu_ns_per_byte > 0 ? "as given across nodes" : "TCP loopback");
+    c.transport_overlaps = false;
   }
   if (args.gflops <= 0 && share < 1) {
     c.caveat = fmt::format(

@@ -282,6 +282,7 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
       phase_s(p.compute_s - p.forward_compute_s + p.tp_s - p.tp_forward_s + p.transport_cpu_s - transport_forward,
               comm_backward, comm_backward * root_share) +
       p.optimizer_s;
+  if (!c.transport_overlaps) p.step_s_overlap = p.step_s_no_overlap;
   p.rss_bytes = c.base_rss_bytes + kCommunicationRuntimeBytes + p.state_bytes + p.unsharded_peak_bytes +
                 p.activation_bytes;
   return p;

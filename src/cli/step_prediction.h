@@ -18,8 +18,10 @@
 // transport runs on the ranks' own cores (TCP through the kernel, shared-
 // memory copies, no core to spare: this machine's pretend nodes, a CPU
 // cluster), moving each byte also takes CPU time from compute.
-// Without overlap everything adds. With FSDP's prefetch and asynchronous
-// reductions communication hides behind compute of its own phase only: the
+// Without overlap everything adds (also "with overlap" where the transport
+// has no core of its own: ClusterDescription::transport_overlaps). With
+// FSDP's prefetch and asynchronous reductions communication hides behind
+// compute of its own phase only: the
 // forward's all-gathers behind forward compute; backward's all-gathers,
 // reduce-scatters and HSDP's all-reduce behind backward compute (the
 // optimizer needs every reduction done, the next forward the update);
@@ -59,6 +61,11 @@ struct ClusterDescription {
   // to a peer on its node, where the transport shares its cores (0: the
   // transport has cores, a NIC or a GPU of its own).
   double transport_cpu_s_per_inter_byte = 0, transport_cpu_s_per_intra_byte = 0;
+  // Whether communication overlaps compute at all. Not where the transport
+  // has no core of its own: its progress thread runs at a lower priority
+  // than compute (dist/progress_engine.h) and gets a core mostly while its
+  // own rank waits, so bytes move then (measured: docs/bench/cluster.md).
+  bool transport_overlaps = true;
   int64_t base_rss_bytes = 0;  // what a rank holds before any model state
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Direct;  // Direct: this build's MPI collectives
   std::string source;       // where the figures came from

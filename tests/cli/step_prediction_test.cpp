@@ -80,6 +80,19 @@ TEST(StepPrediction, HsdpReductionHidesOnlyBehindBackward) {
   EXPECT_NEAR(p.step_s_overlap, 0.2 + (1.0 + 1088.0 / 5184.0) + 0.1296, 1e-9);
 }
 
+TEST(StepPrediction, NothingOverlapsWhereTheTransportHasNoCoreOfItsOwn) {
+  dist::MeshSizes sizes;
+  sizes.world_size = 4;
+  sizes.dp_replicate = 2;
+  const dist::MeshLayout layout(sizes);
+  ClusterDescription c = timed_cluster(2, 2);
+  c.inter_gbit_s = 10368 * 8 / 1e9;  // as in HsdpReductionHidesOnlyBehindBackward: 1 s of link
+  c.transport_overlaps = false;
+  const LayoutPrediction p = predict_layout(layout, tiny_view(), tiny_model(), c, StepShape{});
+  EXPECT_NEAR(p.step_s_no_overlap, 0.6 + 0.05184 + 0.1296 + 1.0, 1e-9);
+  EXPECT_NEAR(p.step_s_overlap, p.step_s_no_overlap, 1e-12);
+}
+
 TEST(StepPrediction, TensorParallelCollectivesAddToComputeAndHideNothing) {
   dist::MeshSizes sizes;
   sizes.world_size = 2;
