@@ -254,8 +254,8 @@ ClusterDescription describe_cluster(const PlanArgs& args, const config::Parallel
   if (args.gflops <= 0 && share < 1) {
     c.caveat = fmt::format(
         "ranks share cores here ({:.2g} of a core each): the prediction leaves out what the scheduler and the "
-        "transport's polling take from them; measured 22-36% above it on 2 pretend nodes x 2 ranks on 2 cores, "
-        "unthrottled (docs/bench/cluster.md)",
+        "transport's polling take from them; measured up to 32% above it on 2 pretend nodes x 2 ranks on 2 "
+        "cores (docs/bench/cluster.md)",
         share);
   }
   return c;
