@@ -1,8 +1,9 @@
 // `tessel plan --predict`'s tensor-parallel bytes (cli/tp_traffic.h) against
 // what a run's tp communicators counted: TP 2 x FSDP 2 on 4 ranks, 2 steps of
 // 2 micro batches, for the optimized plan without and with sequence
-// parallelism, per-head q/k norms (tiny-qwen3), and activation
-// checkpointing. The parameters whose gradients are all-reduced over tp are
+// parallelism, per-head q/k norms (tiny-qwen3), activation checkpointing,
+// and mixture-of-experts layers, whose blocks stay whole on every tp rank
+// (tiny-qwen3-moe). The parameters whose gradients are all-reduced over tp are
 // listed here by hand from each model's layers, not taken from the plan.
 #include <gtest/gtest.h>
 
@@ -46,7 +47,8 @@ TEST_F(TpTrafficPrediction, CountedTpBytesAreThePredictedOnes) {
   if (dist::world()->size() != 4) GTEST_SKIP() << "written for 4 ranks";
   constexpr int64_t kRows = 2, kTokens = 32, kMicroBatches = 2, kSteps = 2;
   for (const Case& c : {Case{"tiny-llama", false, false}, Case{"tiny-llama", true, false},
-                        Case{"tiny-qwen3", true, false}, Case{"tiny-llama", false, true}}) {
+                        Case{"tiny-qwen3", true, false}, Case{"tiny-llama", false, true},
+                        Case{"tiny-qwen3-moe", false, false}}) {
     SCOPED_TRACE(c.preset + (c.sequence_parallel ? " sp" : "") + (c.checkpointing ? " checkpointing" : ""));
     dist::MeshSizes sizes;
     sizes.world_size = 4;
@@ -75,7 +77,7 @@ TEST_F(TpTrafficPrediction, CountedTpBytesAreThePredictedOnes) {
     std::vector<int64_t> whole;
     for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
       if (c.sequence_parallel) whole.insert(whole.end(), {config.hidden_size, config.hidden_size});
-      if (c.preset == "tiny-qwen3") whole.insert(whole.end(), {head_dim, head_dim});
+      if (c.preset.rfind("tiny-qwen3", 0) == 0) whole.insert(whole.end(), {head_dim, head_dim});
     }
     if (c.sequence_parallel) whole.push_back(config.hidden_size);
     cli::TpStepShape step;
