@@ -144,8 +144,7 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
     return b;
   };
   const Busiest links = busiest(per_rank);
-  const train::NodeBytes& busiest_transport = links.transport;
-  p.transport_cpu_s = transport_cpu_s(busiest_transport, 1, 1);
+  p.transport_cpu_s = transport_cpu_s(links.transport, 1, 1);
   p.inter_s = links.inter_s;
   p.intra_s = links.intra_s;
 
@@ -265,7 +264,7 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
                                p.latency_s * (1 - latency_forward);
   const double comm = std::max(p.inter_s, p.intra_s) + p.latency_s;
   p.forward_comm_share = comm > 0 ? comm_forward / comm : 0;
-  const double transport_forward = transport_cpu_s(busiest_transport, inter_forward, intra_forward);
+  const double transport_forward = transport_cpu_s(links.transport, inter_forward, intra_forward);
 
   p.step_s_no_overlap = p.compute_s + p.transport_cpu_s + p.optimizer_s + comm + p.tp_s;
   // The root group (embedding, final norm, head) is gathered first and

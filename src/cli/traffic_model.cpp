@@ -61,20 +61,23 @@ struct Sender {
     }
     for (int peer : group_ranks) add(group, rank, peer, bytes * times);
   }
-  // All-reduce of `numel` elements of `element_size` bytes: chunk j to rank
-  // j, then this rank's reduced chunk to every peer.
-  void all_reduce(const std::string& group, int rank, int64_t numel, int64_t element_size) {
+  // All-reduce of `numel` elements of `element_size` bytes, `times` times:
+  // chunk j to rank j, then this rank's reduced chunk to every peer.
+  void all_reduce(const std::string& group, int rank, int64_t numel, int64_t element_size, int64_t times = 1) {
     const auto group_ranks = members(*in.layout, group, rank);
     const auto n = static_cast<int64_t>(group_ranks.size());
     if (n < 2) return;
     if (in.algorithm == CollectiveAlgorithm::Ring) {
-      add(group, rank, successor(group_ranks, group, rank), 2 * (n - 1) * ((numel + n - 1) / n) * element_size);
+      add(group, rank, successor(group_ranks, group, rank),
+          2 * (n - 1) * ((numel + n - 1) / n) * element_size * times);
       return;
     }
     const int64_t chunk = (numel + n - 1) / n;
     auto length = [&](int64_t j) { return std::clamp<int64_t>(numel - j * chunk, 0, chunk); };
     const int64_t mine = length(in.layout->rank_in_group(group, rank));
-    for (int64_t j = 0; j < n; ++j) add(group, rank, group_ranks[static_cast<std::size_t>(j)], (length(j) + mine) * element_size);
+    for (int64_t j = 0; j < n; ++j) {
+      add(group, rank, group_ranks[static_cast<std::size_t>(j)], (length(j) + mine) * element_size * times);
+    }
   }
 };
 
@@ -174,8 +177,8 @@ train::GroupBytes predict_step_traffic(const TrafficInputs& in, std::vector<trai
     send.all_reduce("dp_shard_cp", rank, 1, 8);
     if (tensor_parallel) {
       send_tp.all_reduce("tp", rank, 1, 8);  // the tp-sharded set's sum, over tp too
-      for (int64_t m = 0; m < in.micro_batches; ++m) {
-        for (const auto& a : in.tp_collectives.all_reduces) send_tp.all_reduce("tp", rank, a.numel, a.element_size);
+      for (const auto& a : in.tp_collectives.all_reduces) {
+        send_tp.all_reduce("tp", rank, a.numel, a.element_size, in.micro_batches);
       }
       for (const auto& e : in.tp_collectives.to_each_peer) send_tp.to_each_peer("tp", rank, e.bytes, in.micro_batches);
     }
