@@ -5,8 +5,9 @@
 // same module of every layer on one line, layer_groups.h; --verbose: one line
 // per module), and the parameter bytes every rank would hold once tensor
 // parallelism and FSDP have split the model. The model is built on the meta
-// device and the plan is applied once per tp rank over a shape-only group, so
-// this costs no memory and launches no processes, for models of any size.
+// device and the plan is applied once per tp rank over a shape-only group
+// (plan_layout.h), so this costs no memory and launches no processes, for
+// models of any size.
 // Every problem (mesh, plan, pattern matching nothing, unknown style, heads
 // not divisible by tp) exits with 2.
 #include <fmt/format.h>
@@ -19,9 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <variant>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +31,7 @@
 #include "cli/layer_groups.h"
 #include "cli/machine_probe.h"
 #include "cli/mesh_sizes_from_config.h"
+#include "cli/plan_layout.h"
 #include "parallel/expert_parallel_check.h"
 #include "cli/step_prediction.h"
 #include "cli/traffic_model.h"
@@ -40,12 +40,10 @@
 #include "core/error.h"
 #include "dist/core_sharing.h"
 #include "dist/mesh_layout.h"
-#include "dist/shape_only_communicator.h"
 #include "dist/shared_memory_copy.h"
 #include "models/model_config.h"
 #include "models/presets.h"
 #include "models/registry.h"
-#include "parallel/head_split.h"
 #include "parallel/parallelize.h"
 #include "parallel/resolve.h"
 #include "tensor/chunking.h"
@@ -74,43 +72,6 @@ models::ModelConfig model_config_of(const std::string& name) {
   return models::parse_model_config(models::make_preset_config(name), "preset " + name);
 }
 
-struct TpRankView {
-  std::vector<NamedShape> named;  // this tp rank's parameters after the plan (each tied tensor once)
-  std::vector<parallel::AppliedStyle> applied;
-  int64_t model_elements = 0;  // of the whole model, before the plan
-};
-
-// The names and shapes of `model`'s parameters, each tied tensor once.
-std::vector<NamedShape> named_shapes(const torch::nn::Module& model) {
-  std::vector<NamedShape> out;
-  std::set<const void*> seen;
-  for (const auto& item : model.named_parameters()) {
-    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
-    out.push_back(NamedShape{item.key(), {item.value().sizes().begin(), item.value().sizes().end()}});
-  }
-  return out;
-}
-
-TpRankView apply_as_tp_rank(const models::ModelConfig& config, const parallel::ResolvedPlan& resolved, int tp, int r) {
-  models::BuildOptions meta;
-  meta.device = c10::Device(c10::kMeta);
-  auto model = models::build_model(config, meta);
-  TpRankView view;
-  for (const auto& p : named_shapes(*model)) {
-    int64_t n = 1;
-    for (int64_t d : p.shape) n *= d;
-    view.model_elements += n;
-  }
-  if (!resolved.plan.empty()) {
-    auto group = std::make_shared<dist::ShapeOnlyCommunicator>(tp, r, "tp");
-    auto result = parallel::parallelize(*model, group, resolved.plan, resolved.parallelize_options);
-    parallel::check_whole_heads(config, result.params, tp);
-    view.applied = std::move(result.applied);
-  }
-  view.named = named_shapes(*model);
-  return view;
-}
-
 struct RankBytes {
   int64_t elements = 0;       // this rank's share of the parameters
   int64_t padded_bytes = 0;   // fp32 bytes FSDP allocates for them (dim 0 padded to equal shards)
@@ -129,62 +90,6 @@ RankBytes fsdp_share(const std::vector<NamedShape>& shapes, int shard_size, int 
   }
   for (const auto& g : fsdp_group_shards(shapes, shard_size)) b.padded_bytes += g.shard_bytes;
   return b;
-}
-
-// What a prediction for one layout needs from the model and its plan: the
-// resolved plan, each tp rank's parameters after it, and one step's shape
-// (micro batches per dp rank, what one micro batch runs on the tp group).
-// Throws tessel::Error where the plan does not apply to the layout.
-struct LayoutInputs {
-  parallel::ResolvedPlan resolved;
-  std::vector<TpRankView> views;
-  StepShape step;
-  bool tp_modelled = true;  // the plan's tp collectives are modelled (tp_traffic.h)
-};
-
-LayoutInputs layout_inputs(const dist::MeshLayout& layout, const config::ParallelismConfig& par,
-                           const models::ModelConfig& model, const train::TrainOptions& t) {
-  parallel::ResolveOptions ro;
-  ro.vocab_parallel_loss = true;  // the trainer's loss consumes vocab-sharded logits
-  ro.log = false;                 // the caller reports it
-  const auto dims = layout.dims();
-  const int tp = dims[3];
-  LayoutInputs in;
-  in.resolved = parallel::resolve_parallel_plan(layout, par, model, ro);
-  for (int r = 0; r < tp; ++r) in.views.push_back(apply_as_tp_rank(model, in.resolved, tp, r));
-  StepShape& step = in.step;
-  step.micro_batch = t.micro_batch_size;
-  step.seq_len = t.max_seq_len;
-  const int64_t dp = static_cast<int64_t>(dims[0]) * dims[1];
-  step.micro_batches = static_cast<int>(std::max<int64_t>(1, t.global_batch_size / (t.micro_batch_size * dp)));
-  const bool* reshard = std::get_if<bool>(&t.reshard_after_forward);
-  step.reshard_after_forward = reshard == nullptr || *reshard;
-  step.reduce_scatter_each_micro_batch = !par.accumulate_unsharded_grads;
-  step.activation_checkpointing = t.activation_checkpointing;
-  step.param_element_bytes = t.precision == "float32" ? 4 : 2;
-  if (tp > 1) {
-    // What one micro batch runs on the tp group, where the plan's form is modelled.
-    const TpPlanForm form = in.resolved.source != parallel::PlanSource::Optimized ? TpPlanForm::NotModelled
-                            : par.sequence_parallel ? TpPlanForm::OptimizedSequenceParallel
-                                                    : TpPlanForm::Optimized;
-    std::vector<AppliedStyle> styles;
-    for (const auto& a : in.views.front().applied) styles.push_back({a.module_path, a.style});
-    std::vector<ParamShape> params;
-    for (const auto& p : in.views.front().named) {
-      int64_t n = 1;
-      for (int64_t d : p.shape) n *= d;
-      params.push_back({p.name, n});
-    }
-    TpStepShape tp_step;
-    tp_step.tp = tp;
-    tp_step.rows = t.micro_batch_size;
-    tp_step.tokens_per_row = context_split(dims[2], t.max_seq_len).tokens_per_rank;
-    tp_step.activation_element_bytes = step.param_element_bytes;
-    tp_step.activation_checkpointing = t.activation_checkpointing;
-    step.tp = tp_collectives(model, form, tp_step, tp_whole_param_grads(styles, params));
-    in.tp_modelled = form != TpPlanForm::NotModelled;
-  }
-  return in;
 }
 
 // The share of a core each rank gets when the compute is timed here: as

@@ -13,8 +13,6 @@ int64_t count_where(const TpCollectives& c, bool forward) {
   return n;
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-
 }  // namespace
 
 int64_t TpCollectives::forward_count() const { return count_where(*this, true); }
@@ -65,20 +63,6 @@ TpCollectives tp_collectives(const models::ModelConfig& model, TpPlanForm form, 
   all_reduce(tokens, 4, true, 1);
   all_reduce(2 * tokens, 4, true, 1);
   for (int64_t numel : whole_param_grads) all_reduce(numel, e, false, 1);
-  return out;
-}
-
-std::vector<int64_t> tp_whole_param_grads(const std::vector<AppliedStyle>& applied,
-                                          const std::vector<ParamShape>& params) {
-  std::vector<int64_t> out;
-  for (const auto& a : applied) {
-    const bool reduced = starts_with(a.style, "SequenceParallel") ||
-                         a.style.find("gradients all-reduced over tp") != std::string::npos;
-    if (!reduced) continue;
-    for (const auto& p : params) {
-      if (starts_with(p.name, a.module_path + ".")) out.push_back(p.numel);
-    }
-  }
   return out;
 }
 

@@ -31,7 +31,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "models/model_config.h"
@@ -68,24 +67,9 @@ struct TpStepShape {
 };
 
 // `whole_param_grads`: numels of the parameters whose gradients the plan
-// all-reduces over tp (tp_whole_param_grads below). Empty for tp 1 or a
-// plan form not modelled.
+// all-reduces over tp (cli/plan_layout.cpp reads them from the styles the
+// plan applied). Nothing is returned for tp 1 or a plan form not modelled.
 TpCollectives tp_collectives(const models::ModelConfig& model, TpPlanForm form, const TpStepShape& step,
                              const std::vector<int64_t>& whole_param_grads);
-
-// The modules a plan applied with a style that all-reduces their parameters'
-// gradients over tp (SequenceParallel, ReplicateParallel with gradients
-// all-reduced), as `tessel plan` lists them (module path, style), and the
-// tp-local parameters: the numel of each such module's parameters.
-struct AppliedStyle {
-  std::string module_path;
-  std::string style;
-};
-struct ParamShape {
-  std::string name;
-  int64_t numel = 0;
-};
-std::vector<int64_t> tp_whole_param_grads(const std::vector<AppliedStyle>& applied,
-                                          const std::vector<ParamShape>& params);
 
 }  // namespace tessel::cli

@@ -4,13 +4,17 @@
 // parallelism, per-head q/k norms (tiny-qwen3), activation checkpointing,
 // and mixture-of-experts layers, whose blocks stay whole on every tp rank
 // (tiny-qwen3-moe). The parameters whose gradients are all-reduced over tp are
-// listed here by hand from each model's layers, not taken from the plan.
+// listed here by hand from each model's layers, and then found from the plan
+// as `tessel plan --predict` finds them (cli/plan_layout.h): both must
+// match the run.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "cli/plan_layout.h"
 #include "cli/tp_traffic.h"
+#include "config/parallelism_config.h"
 #include "cli/traffic_model.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
@@ -100,6 +104,17 @@ TEST_F(TpTrafficPrediction, CountedTpBytesAreThePredictedOnes) {
     EXPECT_EQ(tp.other_node, 0);
     EXPECT_GT(tp.same_node, 0);
     EXPECT_EQ(counted_tp_bytes(run), kSteps * tp.same_node);
+
+    // The same from the config as `tessel plan --predict` reads it: the plan
+    // resolved and applied per tp rank, the whole parameters found from the
+    // styles it applied (cli/plan_layout.h).
+    const config::Config cfg = make_config(o);
+    const cli::LayoutInputs from_plan =
+        cli::layout_inputs(layout, config::parallelism_from(cfg), config, train::train_options_from(cfg));
+    EXPECT_TRUE(from_plan.tp_modelled);
+    EXPECT_EQ(from_plan.step.micro_batches, kMicroBatches);
+    in.tp_collectives = from_plan.step.tp;
+    EXPECT_EQ(counted_tp_bytes(run), kSteps * cli::predict_step_traffic(in).at("tp").same_node);
   }
 }
 
