@@ -9,7 +9,8 @@
 # link's CPU per byte measured here by scripts/cluster/link_cpu.sh).
 #
 # Usage (root): bench/cluster/run.sh [MODEL_CONFIG_JSON ...]
-#   RATES="none 1gbit 300mbit" STEPS=4 SEQ=128 MB=1 (the environment)
+#   RATES="none 1gbit 300mbit" LAYOUTS="fsdp4 hsdp2x2 tp2_fsdp2" STEPS=4 SEQ=128 MB=1
+#   (the environment; a subset reruns single rows)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=${TESSEL_BIN:-$root/build/ci/bin/tessel}
@@ -18,6 +19,7 @@ source "$root/scripts/env.sh" >/dev/null
 configs=("$@")
 [[ ${#configs[@]} -gt 0 ]] || configs=("$root/bench/configs/llama-31m/config.json")
 rates=${RATES:-none 1gbit 300mbit}
+layouts=${LAYOUTS:-fsdp4 hsdp2x2 tp2_fsdp2}
 steps=${STEPS:-4}
 seq=${SEQ:-128}
 mb=${MB:-1}
@@ -41,11 +43,12 @@ for cfg in "${configs[@]}"; do
   "$bin" init-model --config "$cfg" "$model" --seed 7 >/dev/null
   for rate in $rates; do
     bash "$root/scripts/cluster/up.sh" 2 "$rate" >/dev/null
-    for layout in fsdp4 hsdp2x2 tp2_fsdp2; do
+    for layout in $layouts; do
       case $layout in
         fsdp4) par=(policy.dtensor_cfg.dp_replicate_size=1 policy.dtensor_cfg.tensor_parallel_size=1) ;;
         hsdp2x2) par=(policy.dtensor_cfg.dp_replicate_size=2 policy.dtensor_cfg.tensor_parallel_size=1) ;;
         tp2_fsdp2) par=(policy.dtensor_cfg.dp_replicate_size=1 policy.dtensor_cfg.tensor_parallel_size=2) ;;
+        *) echo "unknown layout $layout (fsdp4, hsdp2x2, tp2_fsdp2)" >&2; exit 2 ;;
       esac
       dp=4; [[ $layout == tp2_fsdp2 ]] && dp=2
       common=("$root/examples/configs/sft.yaml" "policy.model_name=$model" "policy.tokenizer.name=$model"

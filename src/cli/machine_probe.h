@@ -19,7 +19,7 @@ namespace tessel::cli {
 // thread; the figures it returns:
 double gemm_gflops();     // fp32, 512^3
 double copy_gbytes_s();   // memcpy of 64 MiB
-double tcp_gbytes_s();    // 64 MiB through a loopback TCP connection; 0 without sockets
+double tcp_gbytes_s();    // 64 MiB through a loopback TCP connection, best of 3; 0 without sockets
 int64_t runtime_rss_bytes();  // this process now (VmRSS): call before the others, whose buffers it would count
 
 // Seconds one rank spends on one micro batch of `model` with tensor

@@ -156,6 +156,9 @@ ClusterDescription describe_cluster(const PlanArgs& args, const config::Parallel
                             args.inter_cpu_ns_per_byte > 0 ? "as given across nodes" : "TCP loopback");
     c.transport_overlaps = false;
   }
+  // The reductions' packing and adding (reduction_copy_bytes) run on the
+  // ranks' cores wherever this machine's compute is the model.
+  if (args.gflops <= 0) c.memory_copy_s_per_byte = 1 / (copy_rate() * 1e9) / share;
   if (args.gflops <= 0 && share < 1) {
     c.caveat = fmt::format(
         "ranks share cores here ({:.2g} of a core each): the prediction leaves out what the scheduler and the "
@@ -181,10 +184,11 @@ void print_prediction(const ClusterDescription& c, const LayoutPrediction& p, co
     std::printf("    %-12s same node %10.1f MB   other nodes %10.1f MB\n", group.c_str(),
                 static_cast<double>(b.same_node) / 1e6, static_cast<double>(b.other_node) / 1e6);
   }
-  std::printf("  step: compute %.3f s (forward %.3f s), transport CPU %.3f s, optimizer %.3f s, inter-node %.3f s, "
-              "intra-node %.3f s, latency %.3f s, tensor parallel %.3f s -> %.3f s without overlap, %.3f s with\n",
-              p.compute_s, p.forward_compute_s, p.transport_cpu_s, p.optimizer_s, p.inter_s, p.intra_s, p.latency_s,
-              p.tp_s, p.step_s_no_overlap, p.step_s_overlap);
+  std::printf("  step: compute %.3f s (forward %.3f s), transport CPU %.3f s, reductions' packing and adding %.3f s, "
+              "optimizer %.3f s, inter-node %.3f s, intra-node %.3f s, latency %.3f s, tensor parallel %.3f s -> "
+              "%.3f s without overlap, %.3f s with\n",
+              p.compute_s, p.forward_compute_s, p.transport_cpu_s, p.reduction_memory_s, p.optimizer_s, p.inter_s,
+              p.intra_s, p.latency_s, p.tp_s, p.step_s_no_overlap, p.step_s_overlap);
   std::printf("  dp_replicate_size:");
   for (const auto& cand : r.candidates) std::printf("  %d -> %.3f s", cand.dp_replicate, cand.step_s_overlap);
   std::printf("\nrecommend %s\n", r.reason.c_str());

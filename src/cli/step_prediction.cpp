@@ -80,6 +80,19 @@ int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const Ste
   return tokens * (saved_layers * per_token_layer + layer_inputs) * s.param_element_bytes + logit_bytes;
 }
 
+int64_t reduction_copy_bytes(const std::vector<FsdpGroupShard>& groups, int shard_size, int replicate,
+                             const StepShape& s) {
+  if (shard_size <= 1 && replicate <= 1) return 0;
+  int64_t shard = 0;
+  for (const auto& g : groups) shard += g.shard_bytes;
+  const int64_t full = shard * shard_size;
+  const int64_t reductions = s.reduce_scatter_each_micro_batch ? s.micro_batches : 1;
+  int64_t bytes = reductions * (full + shard * (shard_size - 1)) + shard * (reductions - 1);
+  if (!s.reduce_scatter_each_micro_batch) bytes += full * (s.micro_batches - 1);
+  if (replicate > 1) bytes += shard * (replicate - 1) / replicate;
+  return bytes;
+}
+
 ExpertExchangeEstimate step_expert_exchange(const models::ModelConfig& model, int ep, const StepShape& step,
                                             int64_t tokens_per_row) {
   ExpertExchangeShape shape;
@@ -180,6 +193,9 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
                    sparse_layer_count(model) * s.micro_batches * (s.activation_checkpointing ? 8 : 5);
   }
   p.latency_s = static_cast<double>(collectives) * c.latency_us * 1e-6;
+  p.reduction_copy_bytes = reduction_copy_bytes(groups, shard_size, p.dp_replicate, s);
+  if (split) p.reduction_copy_bytes += reduction_copy_bytes(split->experts, layout.ep_shard(), 1, s);
+  p.reduction_memory_s = static_cast<double>(p.reduction_copy_bytes) * c.memory_copy_s_per_byte;
 
   // Compute: 6 FLOPs per parameter per token (the embedding lookup is not a
   // product), and causal attention's products.
@@ -266,7 +282,7 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   p.forward_comm_share = comm > 0 ? comm_forward / comm : 0;
   const double transport_forward = transport_cpu_s(links.transport, inter_forward, intra_forward);
 
-  p.step_s_no_overlap = p.compute_s + p.transport_cpu_s + p.optimizer_s + comm + p.tp_s;
+  p.step_s_no_overlap = p.compute_s + p.transport_cpu_s + p.reduction_memory_s + p.optimizer_s + comm + p.tp_s;
   // The root group (embedding, final norm, head) is gathered first and
   // reduced last: its share of each phase's traffic has no compute to hide
   // behind.
@@ -278,7 +294,8 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   const double root_share = total > 0 ? static_cast<double>(root) / static_cast<double>(total) : 0;
   p.step_s_overlap =
       phase_s(p.forward_compute_s + p.tp_forward_s + transport_forward, comm_forward, comm_forward * root_share) +
-      phase_s(p.compute_s - p.forward_compute_s + p.tp_s - p.tp_forward_s + p.transport_cpu_s - transport_forward,
+      phase_s(p.compute_s - p.forward_compute_s + p.tp_s - p.tp_forward_s + p.transport_cpu_s - transport_forward +
+                  p.reduction_memory_s,
               comm_backward, comm_backward * root_share) +
       p.optimizer_s;
   if (!c.transport_overlaps) p.step_s_overlap = p.step_s_no_overlap;
@@ -378,6 +395,8 @@ nlohmann::json to_json(const LayoutPrediction& p) {
           {"forward_compute_s", p.forward_compute_s},
           {"optimizer_s", p.optimizer_s},
           {"transport_cpu_s", p.transport_cpu_s},
+          {"reduction_copy_bytes", p.reduction_copy_bytes},
+          {"reduction_memory_s", p.reduction_memory_s},
           {"forward_comm_share", p.forward_comm_share},
           {"inter_node_s", p.inter_s},
           {"intra_node_s", p.intra_s},

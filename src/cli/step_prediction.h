@@ -61,6 +61,10 @@ struct ClusterDescription {
   // to a peer on its node, where the transport shares its cores (0: the
   // transport has cores, a NIC or a GPU of its own).
   double transport_cpu_s_per_inter_byte = 0, transport_cpu_s_per_intra_byte = 0;
+  // Seconds per byte of memory copy on a rank's share of its cores, for what
+  // the reductions do in memory besides moving bytes (reduction_copy_bytes;
+  // 0: not charged, as where a GPU or spare cores do it).
+  double memory_copy_s_per_byte = 0;
   // Whether communication overlaps compute at all. Not where the transport
   // has no core of its own: its progress thread runs at a lower priority
   // than compute (dist/progress_engine.h) and gets a core mostly while its
@@ -89,6 +93,10 @@ struct LayoutPrediction {
   int64_t inter_node_bytes = 0;
   double compute_s = 0, forward_compute_s = 0;  // all micro batches; forward_compute_s is part of compute_s
   double optimizer_s = 0, transport_cpu_s = 0;
+  // The gradient reductions' own memory work on the rank's cores (packing
+  // and adding: reduction_copy_bytes), in backward; hides nothing.
+  int64_t reduction_copy_bytes = 0;
+  double reduction_memory_s = 0;
   double inter_s = 0, intra_s = 0, latency_s = 0;
   // Tensor parallelism's collectives: their links' time and latency, and the
   // part of it the forward runs; on the critical path, never hidden.
@@ -108,6 +116,20 @@ int64_t activation_bytes(const models::ModelConfig& model, int tp, int cp, const
 // uniform routing (cli/expert_traffic.h), `tokens_per_row` tokens per row.
 ExpertExchangeEstimate step_expert_exchange(const models::ModelConfig& model, int ep, const StepShape& step,
                                             int64_t tokens_per_row);
+
+// What one rank's gradient reductions do in memory per step besides moving
+// bytes, in bytes of memory copy (adding n bytes into n moves what copying
+// them does: two reads and a write, the copy's destination read for
+// ownership; measured alike here): each reduce-scatter packs the
+// group's whole gradients into its send buffer (a copy of the unsharded
+// group) and adds the shard_size - 1 shards it receives into its own; each
+// reduced micro batch after the first is added into the sharded gradients;
+// HSDP's all-reduce over `replicate` replicas adds (r - 1) / r of the shard
+// (a ring's share); without a reduction per micro batch, each micro batch
+// before the last adds its whole gradients into the accumulated ones. Over
+// one rank without replicas there is no reduction.
+int64_t reduction_copy_bytes(const std::vector<FsdpGroupShard>& groups, int shard_size, int replicate,
+                             const StepShape& step);
 
 // One layout: `tp_views` are the named parameter shapes of each tp rank.
 LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vector<std::vector<NamedShape>>& tp_views,

@@ -149,6 +149,10 @@ TEST(PlanCli, PredictRecommendsOneReplicaPerNodeWhenTheLinkBinds) {
   EXPECT_EQ(hsdp["bytes_per_step"]["dp_shard_cp"]["other_node"], 0);
   EXPECT_GT(hsdp["bytes_per_step"]["dp_replicate"]["other_node"].get<int64_t>(), 0);
   EXPECT_LT(hsdp["inter_node_bytes_per_step"].get<int64_t>(), j["candidates"][0]["inter_node_bytes_per_step"].get<int64_t>());
+  // A described accelerator cluster (--gflops): the reductions' memory work
+  // is the devices', not charged to this machine's copy rate.
+  EXPECT_GT(hsdp["reduction_copy_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(hsdp["reduction_memory_s"].get<double>(), 0);
 
   // Every tensor-parallel size inside a node was predicted (1, 2, 4, 8),
   // each with its own dp_replicate choice; with no memory limit the fastest
@@ -199,6 +203,9 @@ TEST(PlanCli, PredictChargesTheTransportWhereAGivenShareLeavesNoSpareCore) {
   auto j = nlohmann::json::parse(r.output)["prediction"];
   EXPECT_GT(j["this_layout"]["transport_cpu_s"].get<double>(), 0) << j.dump(1);
   EXPECT_THAT(j["cluster"]["source"].get<std::string>(), HasSubstr("no core to spare"));
+  // FSDP over the 2 ranks packs and adds its gradients on the ranks' cores.
+  EXPECT_GT(j["this_layout"]["reduction_copy_bytes"].get<int64_t>(), 0) << j.dump(1);
+  EXPECT_GT(j["this_layout"]["reduction_memory_s"].get<double>(), 0) << j.dump(1);
 
   // The link's CPU per byte as measured elsewhere (scripts/cluster/link_cpu.sh):
   // each of the 2 ranks sends half the step's inter-node bytes, and nothing

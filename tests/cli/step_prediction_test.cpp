@@ -41,6 +41,22 @@ ClusterDescription timed_cluster(int nodes, int ranks_per_node) {
   return c;
 }
 
+// HSDP 2 x 2: ranks {0,1} and {2,3} shard inside a node, replicas across.
+dist::MeshLayout hsdp_2x2() {
+  dist::MeshSizes sizes;
+  sizes.world_size = 4;
+  sizes.dp_replicate = 2;
+  return dist::MeshLayout(sizes);
+}
+
+// The timed 2 x 2 cluster whose node link moves the tiny model's HSDP
+// traffic in 1 s (HsdpReductionHidesOnlyBehindBackward).
+ClusterDescription one_second_link_cluster() {
+  ClusterDescription c = timed_cluster(2, 2);
+  c.inter_gbit_s = 10368 * 8 / 1e9;
+  return c;
+}
+
 TEST(StepPrediction, OneRankIsComputeThenTheOptimizer) {
   dist::MeshSizes sizes;
   const dist::MeshLayout layout(sizes);
@@ -55,16 +71,12 @@ TEST(StepPrediction, OneRankIsComputeThenTheOptimizer) {
 }
 
 TEST(StepPrediction, HsdpReductionHidesOnlyBehindBackward) {
-  dist::MeshSizes sizes;
-  sizes.world_size = 4;
-  sizes.dp_replicate = 2;  // ranks {0,1} and {2,3} shard inside a node, replicas across
-  const dist::MeshLayout layout(sizes);
+  const dist::MeshLayout layout = hsdp_2x2();
   // Shards over 2: the layer 1024 elements (4096 B), the root 8 x 32 + 16 =
   // 272 (1088 B). Across nodes only the replicate all-reduce of each shard:
   // per rank a half in the reduce-scatter and a half in the all-gather, 5184
   // B; a node link carries two ranks' 10368 B, which this rate moves in 1 s.
-  ClusterDescription c = timed_cluster(2, 2);
-  c.inter_gbit_s = 10368 * 8 / 1e9;
+  const ClusterDescription c = one_second_link_cluster();
   const LayoutPrediction p = predict_layout(layout, tiny_view(), tiny_model(), c, StepShape{});
   ASSERT_EQ(p.inter_node_bytes, 4 * 5184);
   EXPECT_NEAR(p.inter_s, 1.0, 1e-12);
@@ -81,16 +93,42 @@ TEST(StepPrediction, HsdpReductionHidesOnlyBehindBackward) {
 }
 
 TEST(StepPrediction, NothingOverlapsWhereTheTransportHasNoCoreOfItsOwn) {
-  dist::MeshSizes sizes;
-  sizes.world_size = 4;
-  sizes.dp_replicate = 2;
-  const dist::MeshLayout layout(sizes);
-  ClusterDescription c = timed_cluster(2, 2);
-  c.inter_gbit_s = 10368 * 8 / 1e9;  // as in HsdpReductionHidesOnlyBehindBackward: 1 s of link
+  const dist::MeshLayout layout = hsdp_2x2();
+  ClusterDescription c = one_second_link_cluster();
   c.transport_overlaps = false;
   const LayoutPrediction p = predict_layout(layout, tiny_view(), tiny_model(), c, StepShape{});
   EXPECT_NEAR(p.step_s_no_overlap, 0.6 + 0.05184 + 0.1296 + 1.0, 1e-9);
   EXPECT_NEAR(p.step_s_overlap, p.step_s_no_overlap, 1e-12);
+}
+
+TEST(StepPrediction, ReductionsPackAndAddInMemoryOnTheRanksCores) {
+  const dist::MeshLayout layout = hsdp_2x2();
+  ClusterDescription c = one_second_link_cluster();
+  c.memory_copy_s_per_byte = 1e-6;
+  // Shards of 4096 + 1088 = 5184 B, whole groups 10368 B. One reduction:
+  // the pack copies 10368 B, the reduce-scatter adds the peer's 5184 B, the
+  // all-reduce over 2 replicas half of the shard, 2592 B.
+  const LayoutPrediction p = predict_layout(layout, tiny_view(), tiny_model(), c, StepShape{});
+  EXPECT_EQ(p.reduction_copy_bytes, 10368 + 5184 + 2592);
+  EXPECT_NEAR(p.reduction_memory_s, 18144 * 1e-6, 1e-12);
+  EXPECT_NEAR(p.step_s_no_overlap, 0.6 + 0.05184 + 0.018144 + 0.1296 + 1.0, 1e-9);
+  // Backward's compute, transport CPU and this still hide behind the link's 1 s.
+  EXPECT_NEAR(p.step_s_overlap, 0.2 + (1.0 + 1088.0 / 5184.0) + 0.1296, 1e-9);
+
+  StepShape three;
+  three.micro_batches = 3;  // reduced each micro batch: three packs and reduce-scatters, two partial adds
+  EXPECT_EQ(predict_layout(layout, tiny_view(), tiny_model(), c, three).reduction_copy_bytes,
+            3 * (10368 + 5184) + 2 * 5184 + 2592);
+  three.reduce_scatter_each_micro_batch = false;  // two whole-gradient accumulations, one reduction
+  EXPECT_EQ(predict_layout(layout, tiny_view(), tiny_model(), c, three).reduction_copy_bytes,
+            2 * 10368 + (10368 + 5184) + 2592);
+
+  // Over one rank nothing is reduced.
+  const dist::MeshLayout one(dist::MeshSizes{});
+  ClusterDescription single = timed_cluster(1, 1);
+  single.inter_gbit_s = 1;
+  single.memory_copy_s_per_byte = 1e-6;
+  EXPECT_EQ(predict_layout(one, tiny_view(), tiny_model(), single, StepShape{}).reduction_copy_bytes, 0);
 }
 
 TEST(StepPrediction, TensorParallelCollectivesAddToComputeAndHideNothing) {
