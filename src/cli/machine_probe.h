@@ -1,11 +1,11 @@
 // A short measurement of this machine for `tessel plan --predict`'s defaults
-// (about a second): one thread's fp32 GEMM rate, the memory copy rate
-// (what shared-memory transfers between ranks of a node run at) and the
-// TCP loopback rate (what an unthrottled link between pretend nodes runs
-// at, and what moving a byte costs the CPU where the transport runs on the
-// ranks' cores), the resident memory of a process that has loaded tessel's
-// libraries (the floor under every rank's RSS), and the model's own micro
-// batch and optimizer step.
+// (a second or two, and seconds more for the model's micro batch): one
+// thread's fp32 GEMM rate, the memory copy rate (what shared-memory
+// transfers between ranks of a node run at) and the TCP loopback rate (what
+// an unthrottled link between pretend nodes runs at, and what moving a byte
+// costs the CPU where the transport runs on the ranks' cores), the resident
+// memory of a process that has loaded tessel's libraries (the floor under
+// every rank's RSS), and the model's own micro batch and optimizer step.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +24,10 @@ int64_t runtime_rss_bytes();  // this process now (VmRSS): call before the other
 
 // Seconds one rank spends on one micro batch of `model` with tensor
 // parallelism `tp`, measured here on one thread (libtorch's and the BLAS's):
-// a model of 1 and of 3 decoder layers with tp-local widths (heads,
-// intermediate size and vocabulary divided by tp) gives the per-layer and
-// the rest's time, scaled to the model's layers. Not measured (nullopt)
+// a model of 1 and of up to 6 decoder layers with tp-local widths (heads,
+// intermediate size and vocabulary divided by tp), each the median of six
+// repetitions, gives the per-layer and the rest's time, scaled to the
+// model's layers. Not measured (nullopt)
 // when a layer would need more than `max_layer_bytes`: then the caller
 // falls back to the GEMM rate.
 struct MicroBatchTiming {
