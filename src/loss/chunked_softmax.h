@@ -11,7 +11,9 @@
 // keeps only the per-row log-sum-exp, and backward writes
 // softmax - onehot(label) straight into the gradient it returns.
 // Arithmetic in float32 whatever the logits' dtype (a block is converted at a
-// time).
+// time). Contiguous float32 logits on the CPU skip the blocks: each function
+// reads every row once through the loops of loss/softmax_rows_kernel.h, and
+// no probabilities are kept at all.
 #pragma once
 
 #include <ATen/core/Tensor.h>
