@@ -14,8 +14,8 @@
 
 namespace tessel::loss {
 
-// out[r] = max_j x[r, j] (a NaN in the row does not win: the sum below
-// still carries it). n >= 1.
+// out[r] = max_j x[r, j]; with a NaN in the row, some value of the row or
+// NaN (the sum of exponentials shifted by it is NaN either way). n >= 1.
 void row_max_fp32(const float* x, int64_t rows, int64_t n, float* out);
 
 // out[r] = Σ_j e^(x[r, j] - shift[r]), the terms summed in float32 a block
