@@ -144,21 +144,21 @@ ClusterDescription describe_cluster(const PlanArgs& args, const config::Parallel
   // share its cores); else a node is this machine.
   const double cores_per_rank =
       args.core_share > 0 ? args.core_share : static_cast<double>(dist::usable_cores()) / c.ranks_per_node;
+  // The reductions' packing and adding (reduction_copy_bytes) run on the
+  // ranks' cores wherever this machine's compute is the model.
+  if (args.gflops <= 0) c.memory_copy_s_per_byte = 1 / (copy_rate() * 1e9) / share;
   if (args.gflops <= 0 && (share < 1 || cores_per_rank < 2)) {
     if (args.inter_cpu_ns_per_byte > 0) {
       c.transport_cpu_s_per_inter_byte = args.inter_cpu_ns_per_byte * 1e-9 / share;
     } else if (tcp_rate() > 0) {
       c.transport_cpu_s_per_inter_byte = 2 / (tcp_rate() * 1e9) / share;
     }
-    c.transport_cpu_s_per_intra_byte = dist::shared_memory_copies_per_transfer() / (copy_rate() * 1e9) / share;
+    c.transport_cpu_s_per_intra_byte = dist::shared_memory_copies_per_transfer() * c.memory_copy_s_per_byte;
     c.source += fmt::format("; the transport's CPU per byte ({}, memory copy), no core to spare for it, so "
                             "nothing overlaps",
                             args.inter_cpu_ns_per_byte > 0 ? "as given across nodes" : "TCP loopback");
     c.transport_overlaps = false;
   }
-  // The reductions' packing and adding (reduction_copy_bytes) run on the
-  // ranks' cores wherever this machine's compute is the model.
-  if (args.gflops <= 0) c.memory_copy_s_per_byte = 1 / (copy_rate() * 1e9) / share;
   if (args.gflops <= 0 && share < 1) {
     c.caveat = fmt::format(
         "ranks share cores here ({:.2g} of a core each): the prediction leaves out what the scheduler and the "

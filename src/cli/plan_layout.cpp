@@ -26,31 +26,6 @@ std::vector<NamedShape> named_shapes(const torch::nn::Module& model) {
   return out;
 }
 
-}  // namespace
-
-TpRankView apply_as_tp_rank(const models::ModelConfig& config, const parallel::ResolvedPlan& resolved, int tp, int r) {
-  models::BuildOptions meta;
-  meta.device = c10::Device(c10::kMeta);
-  auto model = models::build_model(config, meta);
-  TpRankView view;
-  for (const auto& p : named_shapes(*model)) {
-    int64_t n = 1;
-    for (int64_t d : p.shape) n *= d;
-    view.model_elements += n;
-  }
-  if (!resolved.plan.empty()) {
-    auto group = std::make_shared<dist::ShapeOnlyCommunicator>(tp, r, "tp");
-    auto result = parallel::parallelize(*model, group, resolved.plan, resolved.parallelize_options);
-    parallel::check_whole_heads(config, result.params, tp);
-    view.applied = std::move(result.applied);
-  }
-  view.named = named_shapes(*model);
-  return view;
-}
-
-
-namespace {
-
 // The numels of the parameters whose gradients the plan all-reduces over tp:
 // those of modules it applied SequenceParallel or a ReplicateParallel with
 // gradients all-reduced to (whole on every tp rank, each seeing part of the
@@ -62,16 +37,29 @@ std::vector<int64_t> whole_param_grads(const TpRankView& view) {
                          a.style.find("gradients all-reduced over tp") != std::string::npos;
     if (!reduced) continue;
     for (const auto& p : view.named) {
-      if (p.name.rfind(a.module_path + ".", 0) != 0) continue;
-      int64_t n = 1;
-      for (int64_t d : p.shape) n *= d;
-      out.push_back(n);
+      if (p.name.rfind(a.module_path + ".", 0) == 0) out.push_back(p.numel());
     }
   }
   return out;
 }
 
 }  // namespace
+
+TpRankView apply_as_tp_rank(const models::ModelConfig& config, const parallel::ResolvedPlan& resolved, int tp, int r) {
+  models::BuildOptions meta;
+  meta.device = c10::Device(c10::kMeta);
+  auto model = models::build_model(config, meta);
+  TpRankView view;
+  for (const auto& p : named_shapes(*model)) view.model_elements += p.numel();
+  if (!resolved.plan.empty()) {
+    auto group = std::make_shared<dist::ShapeOnlyCommunicator>(tp, r, "tp");
+    auto result = parallel::parallelize(*model, group, resolved.plan, resolved.parallelize_options);
+    parallel::check_whole_heads(config, result.params, tp);
+    view.applied = std::move(result.applied);
+  }
+  view.named = named_shapes(*model);
+  return view;
+}
 
 LayoutInputs layout_inputs(const dist::MeshLayout& layout, const config::ParallelismConfig& par,
                            const models::ModelConfig& model, const train::TrainOptions& t) {
@@ -109,6 +97,5 @@ LayoutInputs layout_inputs(const dist::MeshLayout& layout, const config::Paralle
   }
   return in;
 }
-
 
 }  // namespace tessel::cli

@@ -49,12 +49,6 @@ double phase_s(double compute, double comm, double exposed) {
   return std::max(compute, comm) + std::min(exposed, std::min(compute, comm));
 }
 
-int64_t numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 }  // namespace
 
 int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const StepShape& s) {
@@ -201,8 +195,8 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   // product), and causal attention's products.
   int64_t params = 0, embedding = 0;
   for (const auto& sh : view) {
-    params += numel(sh.shape);
-    if (sh.name.find("embed_tokens") != std::string::npos) embedding += numel(sh.shape);
+    params += sh.numel();
+    if (sh.name.find("embed_tokens") != std::string::npos) embedding += sh.numel();
   }
   const int64_t tokens = s.micro_batch * s.seq_len * s.micro_batches;
   const double flops = 6.0 * static_cast<double>(params - embedding) * static_cast<double>(tokens) +

@@ -42,6 +42,11 @@ namespace tessel::cli {
 struct NamedShape {
   std::string name;  // "model.layers.3.mlp.up_proj.weight"
   std::vector<int64_t> shape;  // this tp rank's (tp-local) shape
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
 };
 
 enum class CollectiveAlgorithm { Direct, Ring };
