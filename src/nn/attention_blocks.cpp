@@ -132,22 +132,32 @@ BlockVisibility block_visibility(const AttentionBlockMask& mask, int64_t query_l
 
 AttentionBlockResult attention_block_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                              const AttentionBlockMask& mask, const AttentionScoring& scoring,
-                                             int64_t score_bytes_budget) {
+                                             int64_t score_bytes_budget, bool keep_probabilities) {
   const BlockShape s = block_shape(q, k, v);
   const at::Tensor hidden = hidden_keys(mask, s, q.device());
   const int64_t first_column = first_maskable_column(mask, s);
-  AttentionBlockResult r{at::empty({s.B, s.Hq, s.Tq, s.D}, q.options()), at::empty({s.B, s.Hq, s.Tq}, q.options())};
+  AttentionBlockResult r{at::empty({s.B, s.Hq, s.Tq, s.D}, q.options()), at::empty({s.B, s.Hq, s.Tq}, q.options()),
+                         at::Tensor()};
   const int64_t per_run = heads_per_run(s, q.element_size(), score_bytes_budget);
+  const bool keep = keep_probabilities && per_run == s.Hkv && !scoring.logit_softcap;
   for (int64_t h = 0; h < s.Hkv; h += per_run) {
     const HeadRun run{h, std::min(per_run, s.Hkv - h)};
     at::Tensor scores = run_scores(scaled_queries(q, s, run, scoring.scale), run_heads(k, run), s, run, hidden,
                                    first_column, scoring, nullptr);
     // Softmax shifted by each row's maximum; the normalisation divides the
-    // output ([rows, D]) rather than the probabilities ([rows, Tk]).
+    // output ([rows, D]) rather than the probabilities ([rows, Tk]), unless
+    // the probabilities are kept for backward.
     const at::Tensor top = finite_or_zero(scores.amax(-1, /*keepdim=*/true));  // 0 where all masked
     const at::Tensor p = scores.sub_(top).exp_();
     const at::Tensor total = p.sum(-1, /*keepdim=*/true);  // 0 only where all masked
-    const at::Tensor out = at::bmm(p, run_heads(v, run)).div_(total.masked_fill(total == 0, 1.0));
+    const at::Tensor divisor = total.masked_fill(total == 0, 1.0);
+    at::Tensor out;
+    if (keep) {
+      r.probabilities = p.div_(divisor);
+      out = at::bmm(p, run_heads(v, run));
+    } else {
+      out = at::bmm(p, run_heads(v, run)).div_(divisor);
+    }
     r.out.narrow(1, run.first * s.group, run.count * s.group).copy_(out.view({s.B, run.count * s.group, s.Tq, s.D}));
     r.lse.narrow(1, run.first * s.group, run.count * s.group)
         .copy_((top + total.log()).view({s.B, run.count * s.group, s.Tq}));
@@ -171,23 +181,34 @@ void merge_attention_block(const at::Tensor& out, const at::Tensor& lse, const A
 AttentionBlockGrads attention_block_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                              const at::Tensor& dout, const at::Tensor& lse,
                                              const at::Tensor& delta, const AttentionBlockMask& mask,
-                                             const AttentionScoring& scoring, int64_t score_bytes_budget) {
+                                             const AttentionScoring& scoring, int64_t score_bytes_budget,
+                                             const at::Tensor& probabilities) {
   const BlockShape s = block_shape(q, k, v);
   TESSEL_CHECK(dout.sizes() == q.sizes() && lse.sizes() == q.sizes().slice(0, 3) && delta.sizes() == lse.sizes(),
                "attention block backward: dout {} lse {} delta {} do not match q {}", shape_string(dout.sizes()),
                shape_string(lse.sizes()), shape_string(delta.sizes()), shape_string(q.sizes()));
-  const at::Tensor hidden = hidden_keys(mask, s, q.device());
-  const int64_t first_column = first_maskable_column(mask, s);
   AttentionBlockGrads g{at::empty_like(q), at::empty_like(k), at::empty_like(v)};
-  const int64_t per_run = heads_per_run(s, q.element_size(), score_bytes_budget);
+  // Kept probabilities hold every kv head in one run (attention_block_forward).
+  const int64_t per_run =
+      probabilities.defined() ? s.Hkv : heads_per_run(s, q.element_size(), score_bytes_budget);
+  TESSEL_CHECK(!probabilities.defined() ||
+                   (probabilities.sizes() == at::IntArrayRef({s.B * s.Hkv, s.group * s.Tq, s.Tk}) &&
+                    !scoring.logit_softcap),
+               "attention block backward: kept probabilities {} do not match [{}, {}, {}] (or a softcap is set)",
+               shape_string(probabilities.sizes()), s.B * s.Hkv, s.group * s.Tq, s.Tk);
+  const at::Tensor hidden = probabilities.defined() ? at::Tensor() : hidden_keys(mask, s, q.device());
+  const int64_t first_column = first_maskable_column(mask, s);
   for (int64_t h = 0; h < s.Hkv; h += per_run) {
     const HeadRun run{h, std::min(per_run, s.Hkv - h)};
     const at::Tensor qs = scaled_queries(q, s, run, scoring.scale);
     const at::Tensor kg = run_heads(k, run), vg = run_heads(v, run);
     at::Tensor tanh_scores;
-    at::Tensor scores =
-        run_scores(qs, kg, s, run, hidden, first_column, scoring, scoring.logit_softcap ? &tanh_scores : nullptr);
-    const at::Tensor p = scores.sub_(run_rows(finite_or_zero(lse), s, run, 1)).exp_();  // 0 where masked
+    at::Tensor p = probabilities;
+    if (!p.defined()) {
+      at::Tensor scores = run_scores(qs, kg, s, run, hidden, first_column, scoring,
+                                     scoring.logit_softcap ? &tanh_scores : nullptr);
+      p = scores.sub_(run_rows(finite_or_zero(lse), s, run, 1)).exp_();  // 0 where masked
+    }
     const at::Tensor dog = run_rows(dout, s, run, s.D);
     const at::Tensor dv = at::bmm(p.transpose(1, 2), dog);  // sums over the group's rows
     at::Tensor ds = at::bmm(dog, vg.transpose(1, 2)).sub_(run_rows(delta, s, run, 1)).mul_(p);

@@ -46,13 +46,22 @@ struct AttentionScoring {
 struct AttentionBlockResult {
   at::Tensor out;
   at::Tensor lse;
+  // Only when asked for and available (see attention_block_forward): the
+  // block's softmax probabilities, normalised within the block, as
+  // [B * Hkv, group * Tq, Tk] (a kv head's query heads folded into rows).
+  at::Tensor probabilities;
 };
 // Kv heads are processed together, as many at a time as keep their scores
 // within `score_bytes_budget` (at least one).
 constexpr int64_t kDefaultScoreBytesBudget = int64_t{4} << 20;
+// With `keep_probabilities` the result carries the probabilities when every
+// kv head fits one run of the budget and there is no softcap (whose backward
+// needs the raw scores); backward can then take them instead of computing
+// them again (one product and the exponentials fewer).
 AttentionBlockResult attention_block_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                              const AttentionBlockMask& mask, const AttentionScoring& scoring,
-                                             int64_t score_bytes_budget = kDefaultScoreBytesBudget);
+                                             int64_t score_bytes_budget = kDefaultScoreBytesBudget,
+                                             bool keep_probabilities = false);
 
 // Folds a block's result into the running one of the same query rows, in
 // place: afterwards `out`/`lse` are the attention over the keys of both.
@@ -64,6 +73,9 @@ void merge_attention_block(const at::Tensor& out, const at::Tensor& lse, const A
 // row sums of dout * out over D ([B, Hq, Tq]): with them each block's softmax
 // probabilities are recomputed exactly and the gradient splits into a sum
 // over blocks. Returns dq [B, Hq, Tq, D] and dk, dv [B, Hkv, Tk, D].
+// `probabilities`, when defined, are the forward's kept ones for this block
+// (AttentionBlockResult::probabilities): valid only where the block's lse is
+// the final one, i.e. the block holds every key its rows see.
 struct AttentionBlockGrads {
   at::Tensor dq, dk, dv;
 };
@@ -71,6 +83,7 @@ AttentionBlockGrads attention_block_backward(const at::Tensor& q, const at::Tens
                                              const at::Tensor& dout, const at::Tensor& lse,
                                              const at::Tensor& delta, const AttentionBlockMask& mask,
                                              const AttentionScoring& scoring,
-                                             int64_t score_bytes_budget = kDefaultScoreBytesBudget);
+                                             int64_t score_bytes_budget = kDefaultScoreBytesBudget,
+                                             const at::Tensor& probabilities = {});
 
 }  // namespace tessel::nn

@@ -54,6 +54,23 @@ AttentionScoring scoring_of(AutogradContext* ctx) {
   return {ctx->saved_data["scale"].toDouble(), cap > 0 ? std::optional<double>(cap) : std::nullopt};
 }
 
+// q, k, v, out and lse; the tiles' kept probabilities follow.
+constexpr size_t kSavedTensors = 5;
+
+// Backward can take the forward's softmax probabilities instead of computing
+// the scores and their exponentials again (per tile: one of backward's five
+// products fewer). They are kept while their bytes are no more than those of
+// q, k, v and the output, which are saved anyway: short rows (bench-medium's
+// 256 tokens in float32: 1280 probabilities per token against 1536 values),
+// not long ones, whose probabilities grow with the row (~11x at 4096 tokens).
+bool keep_probabilities(const std::vector<Tile>& tiles, const at::Tensor& q, const at::Tensor& k,
+                        at::ScalarType compute) {
+  int64_t probabilities = 0;
+  for (const Tile& t : tiles) probabilities += q.size(0) * q.size(1) * t.q_len * t.k_len;
+  const auto probability_bytes = static_cast<int64_t>(c10::elementSize(compute));
+  return probabilities * probability_bytes <= (2 * q.numel() + 2 * k.numel()) * q.element_size();
+}
+
 struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction> {
   // Options travel as plain values (window 0 / softcap 0: none) because the
   // context stores IValues; document ids as an optional (autograd rejects
@@ -72,15 +89,21 @@ struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction
     at::Tensor out = at::empty(qc.sizes(), qc.options());
     at::Tensor lse = at::empty(qc.sizes().slice(0, 3), qc.options());
     const auto w = window_of(ctx);
-    for (const Tile& t : tiles_of(q.size(2), tile, w)) {
-      const AttentionBlockResult r =
-          attention_block_forward(qc.narrow(2, t.q_start, t.q_len), kc.narrow(2, t.k_start, t.k_len),
-                                  vc.narrow(2, t.k_start, t.k_len), tile_mask(t, w, documents), scoring_of(ctx));
+    const std::vector<Tile> tiles = tiles_of(q.size(2), tile, w);
+    const bool keep = keep_probabilities(tiles, q, k, compute);
+    std::vector<at::Tensor> probabilities;
+    for (const Tile& t : tiles) {
+      AttentionBlockResult r = attention_block_forward(
+          qc.narrow(2, t.q_start, t.q_len), kc.narrow(2, t.k_start, t.k_len), vc.narrow(2, t.k_start, t.k_len),
+          tile_mask(t, w, documents), scoring_of(ctx), kDefaultScoreBytesBudget, keep);
       out.narrow(2, t.q_start, t.q_len).copy_(r.out);
       lse.narrow(2, t.q_start, t.q_len).copy_(r.lse);
+      probabilities.push_back(std::move(r.probabilities));  // undefined where not kept
     }
     out = out.to(q.scalar_type());
-    ctx->save_for_backward({q, k, v, out, lse});
+    std::vector<at::Tensor> saved{q, k, v, out, lse};
+    saved.insert(saved.end(), probabilities.begin(), probabilities.end());
+    ctx->save_for_backward(saved);
     return out;
   }
 
@@ -97,11 +120,15 @@ struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction
     at::Tensor dq = at::empty_like(qc);
     at::Tensor dk = at::zeros_like(kc), dv = at::zeros_like(vc);
     const auto w = window_of(ctx);
-    for (const Tile& t : tiles_of(q.size(2), ctx->saved_data["tile"].toInt(), w)) {
+    const std::vector<Tile> tiles = tiles_of(q.size(2), ctx->saved_data["tile"].toInt(), w);
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      const Tile& t = tiles[i];
+      // Each tile holds every key its queries see, so its own lse is the
+      // final one and kept probabilities are exact.
       const AttentionBlockGrads g = attention_block_backward(
           qc.narrow(2, t.q_start, t.q_len), kc.narrow(2, t.k_start, t.k_len), vc.narrow(2, t.k_start, t.k_len),
           dout.narrow(2, t.q_start, t.q_len), lse.narrow(2, t.q_start, t.q_len), delta.narrow(2, t.q_start, t.q_len),
-          tile_mask(t, w, documents), scoring_of(ctx));
+          tile_mask(t, w, documents), scoring_of(ctx), kDefaultScoreBytesBudget, saved[kSavedTensors + i]);
       dq.narrow(2, t.q_start, t.q_len).copy_(g.dq);
       dk.narrow(2, t.k_start, t.k_len).add_(g.dk);
       dv.narrow(2, t.k_start, t.k_len).add_(g.dv);

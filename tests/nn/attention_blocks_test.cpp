@@ -116,6 +116,53 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"everything_one_kv_head_per_run", 2, 4, 1.5, true, 1}),
     [](const auto& info) { return info.param.name; });
 
+// One block holding the whole row: its lse is the final one, so backward may
+// take the forward's kept probabilities instead of recomputing them, and must
+// give the whole-row attention's gradients either way.
+TEST(AttentionBlocksKeptProbabilities, BackwardTakesThemAndMatchesTheWholeRow) {
+  const Row r = random_row(11, /*documents=*/true);
+  at::Tensor q = r.q.clone().requires_grad_(), k = r.k.clone().requires_grad_(), v = r.v.clone().requires_grad_();
+  const at::Tensor ref = causal_attention(q, k, v, kScale, 9, std::nullopt, r.documents);
+  (ref * r.dout).sum().backward();
+
+  const Case c{"whole_row", T, 9, std::nullopt, true};
+  const auto m = mask_of(c, r, 0, 0, T);
+  const AttentionScoring scoring{kScale, std::nullopt};
+  const auto res = attention_block_forward(r.q, r.k, r.v, m, scoring, kDefaultScoreBytesBudget, /*keep=*/true);
+  ASSERT_TRUE(res.probabilities.defined());
+  ASSERT_EQ(res.probabilities.sizes(), at::IntArrayRef({B * Hkv, (Hq / Hkv) * T, T}));
+  // Row 1's padding (-1) is a document of its own; every query sees itself, so
+  // every row of probabilities sums to one.
+  EXPECT_TRUE(at::allclose(res.probabilities.sum(-1), at::ones({B * Hkv, (Hq / Hkv) * T}, at::kDouble), 1e-12, 1e-12));
+  EXPECT_TRUE(at::allclose(res.out, ref.detach(), 1e-12, 1e-12));
+
+  const at::Tensor delta = (r.dout * res.out).sum(-1);
+  const auto kept = attention_block_backward(r.q, r.k, r.v, r.dout, res.lse, delta, m, scoring,
+                                             kDefaultScoreBytesBudget, res.probabilities);
+  const auto recomputed = attention_block_backward(r.q, r.k, r.v, r.dout, res.lse, delta, m, scoring);
+  for (const auto* g : {&kept, &recomputed}) {
+    EXPECT_TRUE(at::allclose(g->dq, q.grad(), 1e-11, 1e-12)) << (g->dq - q.grad()).abs().max().item<double>();
+    EXPECT_TRUE(at::allclose(g->dk, k.grad(), 1e-11, 1e-12)) << (g->dk - k.grad()).abs().max().item<double>();
+    EXPECT_TRUE(at::allclose(g->dv, v.grad(), 1e-11, 1e-12)) << (g->dv - v.grad()).abs().max().item<double>();
+  }
+  // Wrongly shaped probabilities are refused, not read.
+  EXPECT_ANY_THROW(attention_block_backward(r.q, r.k, r.v, r.dout, res.lse, delta, m, scoring,
+                                            kDefaultScoreBytesBudget, res.probabilities.narrow(2, 0, T - 1)));
+}
+
+TEST(AttentionBlocksKeptProbabilities, NotKeptWithSoftcapOrHeadsInSeveralRuns) {
+  const Row r = random_row(5, false);
+  const Case c{"whole_row", T};
+  const auto m = mask_of(c, r, 0, 0, T);
+  EXPECT_FALSE(attention_block_forward(r.q, r.k, r.v, m, {kScale, 2.0}, kDefaultScoreBytesBudget, true)
+                   .probabilities.defined())
+      << "softcap's backward needs the raw scores";
+  EXPECT_FALSE(attention_block_forward(r.q, r.k, r.v, m, {kScale, std::nullopt}, 1, true).probabilities.defined())
+      << "one kv head per run";
+  EXPECT_FALSE(attention_block_forward(r.q, r.k, r.v, m, {kScale, std::nullopt}).probabilities.defined())
+      << "not asked for";
+}
+
 TEST(AttentionBlockVisibility, FromIndexRanges) {
   AttentionBlockMask m;
   m.query_start = 8;

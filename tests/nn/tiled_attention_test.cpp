@@ -2,8 +2,9 @@
 // composition, differentiated by autograd) over the whole row, forward and
 // backward, in float64: query tiles that divide the row and that do not, one
 // tile for the whole row, sliding windows shorter and longer than a tile,
-// softcapping, packed documents with padding (-1), and all of them at once.
-// Then float32 inputs laid out as Attention passes them (transposed views).
+// softcapping, packed documents with padding (-1), and all of them at once
+// (short rows: backward takes the forward's kept probabilities), then a long
+// row (backward computes them again). Then float32 inputs laid out as Attention passes them (transposed views).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -90,6 +91,27 @@ TEST(TiledAttentionFloat, MatchesOnTransposedFloat32Views) {
   expect_close(q.grad().to(at::kDouble), q64.grad().transpose(1, 2), 1e-5, "dq");
   expect_close(k.grad().to(at::kDouble), k64.grad().transpose(1, 2), 1e-5, "dk");
   expect_close(v.grad().to(at::kDouble), v64.grad().transpose(1, 2), 1e-5, "dv");
+}
+
+// Rows long enough that the tiles' probabilities outgrow q, k, v and the
+// output: backward computes them again (nn/tiled_attention.cpp), short rows
+// (the cases above) keep them; both match the whole-row attention.
+TEST(TiledAttention, LongRowsRecomputeProbabilitiesAndStillMatch) {
+  at::Generator g = at::detail::createCPUGenerator(9);
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const int64_t t = 48;  // 6 x ~26 probabilities per token against (2 x 6 + 2 x 2) x 5 = 80 values
+  const at::Tensor q0 = at::randn({B, Hq, t, D}, g, f64), k0 = at::randn({B, Hkv, t, D}, g, f64);
+  const at::Tensor v0 = at::randn({B, Hkv, t, D}, g, f64), dout = at::randn({B, Hq, t, D}, g, f64);
+  at::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+  const at::Tensor ref = causal_attention(q, k, v, kScale);
+  ref.backward(dout);
+  at::Tensor tq = q0.clone().requires_grad_(), tk = k0.clone().requires_grad_(), tv = v0.clone().requires_grad_();
+  const at::Tensor out = tiled_causal_attention(tq, tk, tv, kScale, std::nullopt, std::nullopt, {}, 4);
+  out.backward(dout);
+  expect_close(out, ref, 1e-12, "out");
+  expect_close(tq.grad(), q.grad(), 1e-11, "dq");
+  expect_close(tk.grad(), k.grad(), 1e-11, "dk");
+  expect_close(tv.grad(), v.grad(), 1e-11, "dv");
 }
 
 TEST(TiledAttentionFloat, RefusesMismatchedShapes) {
