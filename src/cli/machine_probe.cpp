@@ -194,8 +194,10 @@ double optimizer_s_per_element() {
   for (int rep = 0; rep < 4; ++rep) {  // the first allocates the moments
     param.mutable_grad() = at::randn({n});
     const auto t0 = Clock::now();
-    optim::clip_grad_norm({optim::GradShardSet{{param.grad()}, {}}}, 1.0);
-    adamw.step();
+    // As a training step does it (train/train_step.cpp): the norm, then the
+    // update applying the clip coefficient.
+    const double norm = optim::global_grad_norm({optim::GradShardSet{{param.grad()}, {}}});
+    adamw.step(optim::clip_coefficient(norm, 1.0));
     adamw.zero_grad();
     if (rep > 0) best = std::min(best, seconds_since(t0));
   }

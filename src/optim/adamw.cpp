@@ -46,7 +46,7 @@ AdamW::AdamW(std::vector<at::Tensor> params, AdamWOptions options)
   }
 }
 
-void AdamW::step() {
+void AdamW::step(double grad_scale) {
   at::NoGradGuard no_grad;
   ++step_;
   const double bias_correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
@@ -72,7 +72,8 @@ void AdamW::step() {
                            static_cast<float>(1.0 - options_.beta2),
                            static_cast<float>(bias_correction2_sqrt),
                            static_cast<float>(options_.eps),
-                           static_cast<float>(-step_size)};
+                           static_cast<float>(-step_size),
+                           static_cast<float>(grad_scale)};
       float* pp = p.data_ptr<float>();
       const float* gp = grad.data_ptr<float>();
       float* mp = s.exp_avg.data_ptr<float>();
@@ -95,6 +96,7 @@ void AdamW::step() {
     for (int64_t begin = 0; begin < n; begin += chunk) {
       const int64_t len = std::min(chunk, n - begin);
       at::Tensor pc = piece(p, begin, len), gc = piece(grad, begin, len);
+      if (grad_scale != 1.0) gc = gc.mul(grad_scale);
       at::Tensor m = piece(s.exp_avg, begin, len), v = piece(s.exp_avg_sq, begin, len);
       pc.mul_(1.0 - options_.lr * options_.weight_decay);
       m.lerp_(gc, 1.0 - options_.beta1);

@@ -44,7 +44,10 @@ class AdamW {
 
   // One update of every parameter that has a gradient (params whose grad is
   // undefined are skipped, as in PyTorch). Uses options().lr unless set_lr().
-  void step();
+  // `grad_scale` multiplies each gradient as the update reads it (the
+  // clipping coefficient, grad_norm.h: the same result as scaling the
+  // gradients first, in their dtype); the gradients are left as they are.
+  void step(double grad_scale = 1.0);
   void zero_grad();  // sets every gradient to undefined (frees it)
 
   void set_lr(double lr) { options_.lr = lr; }

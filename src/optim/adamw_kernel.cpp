@@ -21,7 +21,7 @@ TESSEL_ADAMW_KERNEL_ATTRIBUTES void update(float* __restrict p, const float* __r
                                            float* __restrict m, float* __restrict v, int64_t n,
                                            const AdamWCoefficients c) {
   for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
+    const float gi = g[i] * c.grad_scale;
     const float mi = m[i] + c.one_minus_b1 * (gi - m[i]);
     const float vi = v[i] * c.b2 + c.one_minus_b2 * gi * gi;
     const float denom = std::sqrt(vi) / c.bc2_sqrt + c.eps;

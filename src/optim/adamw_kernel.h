@@ -22,12 +22,13 @@ struct AdamWCoefficients {
   float bc2_sqrt;       // sqrt(1 - beta2^t)
   float eps;
   float neg_step_size;  // -lr / (1 - beta1^t)
+  float grad_scale;     // each gradient times this as it is read (clipping); 1: none
 };
 
 // p, g, m, v: n elements each, not overlapping. The same operations per
-// element in the same order as the ATen path (lerp as m + w (g - m), then
-// addcmul, sqrt, addcdiv), each correctly rounded, so every instruction set
-// the loop is compiled for gives the same bits.
+// element in the same order as the ATen path (the gradient's scaling, lerp as
+// m + w (g - m), then addcmul, sqrt, addcdiv), each correctly rounded, so
+// every instruction set the loop is compiled for gives the same bits.
 void adamw_update_fp32(float* p, const float* g, float* m, float* v, int64_t n,
                        const AdamWCoefficients& c);
 

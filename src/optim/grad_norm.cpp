@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "optim/sum_of_squares_kernel.h"
+
 namespace tessel::optim {
 
 namespace {
@@ -17,11 +19,16 @@ double global_grad_norm(const std::vector<GradShardSet>& sets) {
   double total = 0.0;
   for (const GradShardSet& set : sets) {
     // Sum of squares in fp64 so that many small shards do not lose
-    // precision, converted a chunk at a time: never an fp64 copy of a whole
-    // gradient (twice its size), only of one chunk.
+    // precision: float32 CPU gradients in one read (sum_of_squares_kernel.h),
+    // others converted a chunk at a time (never an fp64 copy of a whole
+    // gradient, twice its size, only of one chunk).
     double local = 0.0;
     for (const at::Tensor& g : set.grads) {
       if (!g.defined() || g.numel() == 0) continue;
+      if (g.scalar_type() == at::kFloat && g.device().is_cpu() && g.is_contiguous()) {
+        local += sum_of_squares_fp32(g.data_ptr<float>(), g.numel());  // one read, no copy
+        continue;
+      }
       const at::Tensor flat = g.reshape({-1});
       for (int64_t begin = 0; begin < flat.numel(); begin += kChunkElements) {
         const at::Tensor c = flat.narrow(0, begin, std::min(kChunkElements, flat.numel() - begin)).to(at::kDouble);
@@ -37,10 +44,15 @@ double global_grad_norm(const std::vector<GradShardSet>& sets) {
   return std::sqrt(total);
 }
 
+double clip_coefficient(double norm, double max_norm) {
+  if (max_norm <= 0.0 || !(norm > max_norm)) return 1.0;
+  return max_norm / (norm + 1e-6);
+}
+
 double clip_grad_norm(const std::vector<GradShardSet>& sets, double max_norm) {
   const double norm = global_grad_norm(sets);
-  if (max_norm <= 0.0 || !(norm > max_norm)) return norm;
-  const double scale = max_norm / (norm + 1e-6);
+  const double scale = clip_coefficient(norm, max_norm);
+  if (scale == 1.0) return norm;
   at::NoGradGuard no_grad;
   for (const GradShardSet& set : sets) {
     for (const at::Tensor& g : set.grads) {

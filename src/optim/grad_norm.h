@@ -31,4 +31,10 @@ double global_grad_norm(const std::vector<GradShardSet>& sets);
 // clipping. max_norm <= 0 disables clipping but still returns the norm.
 double clip_grad_norm(const std::vector<GradShardSet>& sets, double max_norm);
 
+// The factor clip_grad_norm scales the gradients by: max_norm / (norm + 1e-6)
+// when the norm exceeds max_norm, else 1 (also when max_norm <= 0). For an
+// optimizer that applies it while reading each gradient (AdamW::step), which
+// spares the pass that rewrites every gradient.
+double clip_coefficient(double norm, double max_norm);
+
 }  // namespace tessel::optim

@@ -123,9 +123,11 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
   const std::vector<double> sums = global_sums(mesh, {local_loss_sum, local_aux_sum});
   result.aux_loss = sums[1] / static_cast<double>(n * mesh.group("dp")->size());
   result.loss = sums[0] / denom + (aux_loss ? config.router_aux_loss_coef * result.aux_loss : 0.0);
-  result.grad_norm = optim::clip_grad_norm(model.grad_sets(), max_grad_norm);
+  result.grad_norm = optim::global_grad_norm(model.grad_sets());
   optimizer.set_lr(lr);
-  optimizer.step();
+  // Clipping as a factor the update applies while reading each gradient: the
+  // same values as scaling the gradients first, without a pass over them.
+  optimizer.step(optim::clip_coefficient(result.grad_norm, max_grad_norm));
   optimizer.zero_grad();
   return result;
 }

@@ -93,6 +93,43 @@ TEST(AdamW, FusedAndGeneralPathsMatchLibtorch) {
   }
 }
 
+TEST(AdamW, GradScaleEqualsScalingTheGradientsFirst) {
+  // What training does (the clip coefficient applied by the update) against
+  // what clip_grad_norm does (the gradients scaled in place, then a plain
+  // step), bit for bit, on the one-pass kernel (contiguous fp32, lengths with
+  // every remainder) and the ATen path (strided fp32, fp64); the gradients
+  // the update read are left as they were.
+  at::manual_seed(13);
+  AdamWOptions o{.lr = 3e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-5};
+  std::vector<at::Tensor> init = {at::randn({7, 5}).t(), at::randn({17}, at::kDouble), at::randn({1031}),
+                                  at::randn({1})};
+  std::vector<at::Tensor> scaled_by_step, scaled_first;
+  for (const auto& t : init) {
+    scaled_by_step.push_back(t.clone().requires_grad_(true));
+    scaled_first.push_back(t.clone().requires_grad_(true));
+  }
+  AdamW by_step(scaled_by_step, o), first(scaled_first, o);
+  for (double scale : {0.37, 1.0, 0.0123}) {
+    std::vector<at::Tensor> grads;
+    for (size_t i = 0; i < init.size(); ++i) {
+      const at::Tensor g = at::randn(init[i].sizes(), init[i].options()).mul_(5.0);
+      grads.push_back(g.clone());
+      scaled_by_step[i].mutable_grad() = g.clone();
+      scaled_first[i].mutable_grad() = g.clone().mul_(scale);
+    }
+    by_step.step(scale);
+    first.step();
+    for (size_t i = 0; i < init.size(); ++i) {
+      EXPECT_TRUE(at::equal(scaled_by_step[i], scaled_first[i])) << "parameter " << i << " scale " << scale;
+      EXPECT_TRUE(at::equal(scaled_by_step[i].grad(), grads[i])) << "gradient " << i << " was rewritten";
+    }
+  }
+  for (size_t i = 0; i < init.size(); ++i) {
+    EXPECT_TRUE(at::equal(by_step.state()[i].exp_avg, first.state()[i].exp_avg)) << i;
+    EXPECT_TRUE(at::equal(by_step.state()[i].exp_avg_sq, first.state()[i].exp_avg_sq)) << i;
+  }
+}
+
 TEST(AdamW, SkipsParametersWithoutGradient) {
   at::Tensor p = at::ones({4}).requires_grad_(true);
   AdamW opt({p}, AdamWOptions{.lr = 1.0});
