@@ -9,7 +9,9 @@
 // clip's scaling). Eight float64 lanes, added together at the end: the order
 // of the additions differs from a dot product's, within float64 rounding.
 //
-// Free of libtorch headers: compiled with its own flags (CMakeLists.txt).
+// Kept apart from grad_norm.cpp and free of libtorch headers, as the other
+// *_kernel files: its loop carries its own vectorisation attributes, and it
+// skips the shared precompiled header (CMakeLists.txt).
 #pragma once
 
 #include <cstdint>
