@@ -145,19 +145,16 @@ AttentionBlockResult attention_block_forward(const at::Tensor& q, const at::Tens
     at::Tensor scores = run_scores(scaled_queries(q, s, run, scoring.scale), run_heads(k, run), s, run, hidden,
                                    first_column, scoring, nullptr);
     // Softmax shifted by each row's maximum; the normalisation divides the
-    // output ([rows, D]) rather than the probabilities ([rows, Tk]), unless
-    // the probabilities are kept for backward.
+    // output ([rows, D]) rather than the probabilities ([rows, Tk]). Kept
+    // probabilities are normalised after the output is made, so the output
+    // has the same bits whether they are kept or not (a checkpointed layer's
+    // forward without gradients and its recomputation agree).
     const at::Tensor top = finite_or_zero(scores.amax(-1, /*keepdim=*/true));  // 0 where all masked
     const at::Tensor p = scores.sub_(top).exp_();
     const at::Tensor total = p.sum(-1, /*keepdim=*/true);  // 0 only where all masked
     const at::Tensor divisor = total.masked_fill(total == 0, 1.0);
-    at::Tensor out;
-    if (keep) {
-      r.probabilities = p.div_(divisor);
-      out = at::bmm(p, run_heads(v, run));
-    } else {
-      out = at::bmm(p, run_heads(v, run)).div_(divisor);
-    }
+    const at::Tensor out = at::bmm(p, run_heads(v, run)).div_(divisor);
+    if (keep) r.probabilities = p.div_(divisor);
     r.out.narrow(1, run.first * s.group, run.count * s.group).copy_(out.view({s.B, run.count * s.group, s.Tq, s.D}));
     r.lse.narrow(1, run.first * s.group, run.count * s.group)
         .copy_((top + total.log()).view({s.B, run.count * s.group, s.Tq}));

@@ -90,7 +90,9 @@ struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction
     at::Tensor lse = at::empty(qc.sizes().slice(0, 3), qc.options());
     const auto w = window_of(ctx);
     const std::vector<Tile> tiles = tiles_of(q.size(2), tile, w);
-    const bool keep = keep_probabilities(tiles, q, k, compute);
+    // Only for a backward to come (not for evaluation without gradients).
+    const bool keep = (q.requires_grad() || k.requires_grad() || v.requires_grad()) &&
+                      keep_probabilities(tiles, q, k, compute);
     std::vector<at::Tensor> probabilities;
     for (const Tile& t : tiles) {
       AttentionBlockResult r = attention_block_forward(
