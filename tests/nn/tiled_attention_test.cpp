@@ -4,11 +4,13 @@
 // tile for the whole row, sliding windows shorter and longer than a tile,
 // softcapping, packed documents with padding (-1), and all of them at once
 // (short rows: backward takes the forward's kept probabilities), then a long
-// row (backward computes them again). Then float32 inputs laid out as Attention passes them (transposed views).
+// row (backward computes them again). Then float32 inputs laid out as
+// Attention passes them (transposed views).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -39,14 +41,13 @@ void expect_close(const at::Tensor& got, const at::Tensor& want, double tol, con
   EXPECT_TRUE(at::allclose(got, want, tol, tol)) << what << " max diff " << (got - want).abs().max().item<double>();
 }
 
-class TiledAttention : public ::testing::TestWithParam<Case> {};
-
-TEST_P(TiledAttention, MatchesCausalAttentionForwardAndBackward) {
-  const Case c = GetParam();
-  at::Generator g = at::detail::createCPUGenerator(7);
+// Forward and backward of tiled_causal_attention on a random float64 row of
+// `t` tokens against autograd of causal_attention.
+void expect_matches_whole_row(const Case& c, int64_t t, uint64_t seed) {
+  at::Generator g = at::detail::createCPUGenerator(seed);
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
-  const at::Tensor q0 = at::randn({B, Hq, T, D}, g, f64), k0 = at::randn({B, Hkv, T, D}, g, f64);
-  const at::Tensor v0 = at::randn({B, Hkv, T, D}, g, f64), dout = at::randn({B, Hq, T, D}, g, f64);
+  const at::Tensor q0 = at::randn({B, Hq, t, D}, g, f64), k0 = at::randn({B, Hkv, t, D}, g, f64);
+  const at::Tensor v0 = at::randn({B, Hkv, t, D}, g, f64), dout = at::randn({B, Hq, t, D}, g, f64);
   const at::Tensor docs = c.documents ? documents_of_rows() : at::Tensor();
 
   at::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
@@ -61,6 +62,10 @@ TEST_P(TiledAttention, MatchesCausalAttentionForwardAndBackward) {
   expect_close(tk.grad(), k.grad(), 1e-11, "dk");
   expect_close(tv.grad(), v.grad(), 1e-11, "dv");
 }
+
+class TiledAttention : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TiledAttention, MatchesCausalAttentionForwardAndBackward) { expect_matches_whole_row(GetParam(), T, 7); }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, TiledAttention,
@@ -97,21 +102,9 @@ TEST(TiledAttentionFloat, MatchesOnTransposedFloat32Views) {
 // output: backward computes them again (nn/tiled_attention.cpp), short rows
 // (the cases above) keep them; both match the whole-row attention.
 TEST(TiledAttention, LongRowsRecomputeProbabilitiesAndStillMatch) {
-  at::Generator g = at::detail::createCPUGenerator(9);
-  const auto f64 = at::TensorOptions().dtype(at::kDouble);
-  const int64_t t = 48;  // 6 x ~26 probabilities per token against (2 x 6 + 2 x 2) x 5 = 80 values
-  const at::Tensor q0 = at::randn({B, Hq, t, D}, g, f64), k0 = at::randn({B, Hkv, t, D}, g, f64);
-  const at::Tensor v0 = at::randn({B, Hkv, t, D}, g, f64), dout = at::randn({B, Hq, t, D}, g, f64);
-  at::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
-  const at::Tensor ref = causal_attention(q, k, v, kScale);
-  ref.backward(dout);
-  at::Tensor tq = q0.clone().requires_grad_(), tk = k0.clone().requires_grad_(), tv = v0.clone().requires_grad_();
-  const at::Tensor out = tiled_causal_attention(tq, tk, tv, kScale, std::nullopt, std::nullopt, {}, 4);
-  out.backward(dout);
-  expect_close(out, ref, 1e-12, "out");
-  expect_close(tq.grad(), q.grad(), 1e-11, "dq");
-  expect_close(tk.grad(), k.grad(), 1e-11, "dk");
-  expect_close(tv.grad(), v.grad(), 1e-11, "dv");
+  // 48 tokens in tiles of 4: 6 x ~26 probabilities per token against
+  // (2 x 6 + 2 x 2) x 5 = 80 values.
+  expect_matches_whole_row(Case{"long_row", 4}, 48, 9);
 }
 
 TEST(TiledAttentionFloat, RefusesMismatchedShapes) {
