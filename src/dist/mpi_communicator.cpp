@@ -16,15 +16,26 @@ namespace {
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }
 
-// out[i] = reduce over c of chunks[c][i]: one pass over the received chunks,
-// in rank order, so every rank computes bitwise the same value.
-void reduce_chunks(const at::Tensor& out, const at::Tensor& chunks, ReduceOp op) {
-  const int64_t dim = 0;
+// out = own (op) every row of `peers` ([group - 1, n]). `out` may be `own`
+// itself (an in-place all-reduce); each element is reduced by one rank only
+// (its owner), so the order of the operands cannot make ranks disagree.
+void reduce_into(const at::Tensor& out, const at::Tensor& own, const at::Tensor& peers, ReduceOp op) {
   at::Tensor result = out;  // the out= API takes a non-const reference
+  if (peers.size(0) == 0) {
+    if (out.data_ptr() != own.data_ptr()) result.copy_(own);
+    return;
+  }
+  // Two or more peers: their rows reduced first, in one pass, into a
+  // temporary (in bfloat16 / float16 a sum then rounds twice, not once).
+  const int64_t dim = 0;
+  const at::Tensor others = peers.size(0) == 1 ? peers[0]
+                            : op == ReduceOp::Sum
+                                ? at::sum(peers, at::IntArrayRef(&dim, 1), false, out.scalar_type())
+                                : at::amax(peers, at::IntArrayRef(&dim, 1), false);
   if (op == ReduceOp::Sum) {
-    at::sum_out(result, chunks, at::IntArrayRef(&dim, 1), false, out.scalar_type());
+    at::add_out(result, own, others);
   } else {
-    at::amax_out(result, chunks, at::IntArrayRef(&dim, 1), false);
+    at::maximum_out(result, own, others);
   }
 }
 
@@ -36,44 +47,49 @@ at::Tensor scratch_view(void* data, int64_t rows, int64_t cols, at::ScalarType d
 constexpr int64_t kReduceScratchBytes = int64_t{16} << 20;
 
 // The reduction half of reduce-scatter and all-reduce: region r of `in`
-// (offsets[r], lengths[r] elements) goes to rank r, and this rank sums the
-// regions every rank sends it into `out` (out.numel() == lengths[me]; the
-// region this rank owns is the same length on every rank, as MPI requires
-// the counts to pair up). The regions move in column blocks, each an
-// MPI_Ialltoallv into one half of a bounded scratch, the next block in
-// flight while the previous one is reduced: memory stays at
-// kReduceScratchBytes whatever the size, and the arithmetic overlaps the
-// transfer. `in` may contain `out`: a block of `out` is written only after
-// the blocks of `in` it overlaps were sent.
+// (offsets[r], lengths[r] elements) goes to rank r, and this rank reduces
+// the regions every other rank sends it with its own region of `in` into
+// `out` (out.numel() == lengths[me]; the region this rank owns is the same
+// length on every rank, as MPI requires the counts to pair up). Its own
+// region is read where it lies, never sent to itself: a self-send is a
+// copy of a group-th of the data through the scratch. The regions move in
+// column blocks, each an MPI_Ialltoallv into one half of a bounded scratch,
+// the next block in flight while the previous one is reduced: memory stays
+// at kReduceScratchBytes whatever the size, and the arithmetic overlaps the
+// transfer. `out` may be this rank's own region of `in` (in place); it must
+// not overlap the other regions.
 // `last` says the caller posts nothing after it (done_posting at the last block).
-CommJob pipelined_reduce(Progress& p, MPI_Comm comm, const MpiMoveType& mt, const at::Tensor& in,
+CommJob pipelined_reduce(Progress& p, MPI_Comm comm, int me, const MpiMoveType& mt, const at::Tensor& in,
                          const std::vector<int64_t>& offsets, const std::vector<int64_t>& lengths,
                          const at::Tensor& out, ReduceOp op, bool last) {
   const int group_size = static_cast<int>(offsets.size());
+  const int peers = group_size - 1;
   const int64_t mine = out.numel();
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   if (longest == 0) co_return;
   const auto esize = static_cast<int64_t>(in.element_size());
-  const int64_t block = std::clamp<int64_t>(kReduceScratchBytes / (2 * group_size * esize), 1, longest);
+  const int64_t block = std::clamp<int64_t>(kReduceScratchBytes / (2 * std::max(peers, 1) * esize), 1, longest);
   const int64_t blocks = (longest + block - 1) / block;
-  auto* scratch = static_cast<std::byte*>(p.scratch(2 * group_size * block * esize));
+  auto* scratch = static_cast<std::byte*>(p.scratch(2 * std::max(peers, 1) * block * esize));
   auto* data = static_cast<std::byte*>(in.data_ptr());
   const int units = mt.units_per_element;
   std::vector<int> send_counts(group_size), send_displs(group_size), recv_counts(group_size),
       recv_displs(group_size);
   MPI_Request request = MPI_REQUEST_NULL;
   auto mine_in = [&](int64_t b) { return std::clamp<int64_t>(mine - b * block, 0, block); };
+  auto half = [&](int64_t b) { return scratch + (b % 2) * peers * block * esize; };
   auto post = [&](int64_t b) {
     const int64_t begin = b * block;
     for (int r = 0; r < group_size; ++r) {
-      send_counts[r] = static_cast<int>(std::clamp<int64_t>(lengths[r] - begin, 0, block) * units);
+      const bool self = r == me;
+      send_counts[r] = self ? 0 : static_cast<int>(std::clamp<int64_t>(lengths[r] - begin, 0, block) * units);
       send_displs[r] = static_cast<int>((offsets[r] + std::min(begin, lengths[r])) * units);
-      recv_counts[r] = static_cast<int>(mine_in(b) * units);
-      recv_displs[r] = static_cast<int>(r * mine_in(b) * units);
+      recv_counts[r] = self ? 0 : static_cast<int>(mine_in(b) * units);
+      const int row = r < me ? r : std::max(r - 1, 0);  // the peers' rows in rank order (none for itself)
+      recv_displs[r] = static_cast<int>(row * mine_in(b) * units);
     }
-    MPI_Ialltoallv(data, send_counts.data(), send_displs.data(), mt.type,
-                   scratch + (b % 2) * group_size * block * esize, recv_counts.data(), recv_displs.data(), mt.type,
-                   comm, &request);
+    MPI_Ialltoallv(data, send_counts.data(), send_displs.data(), mt.type, half(b), recv_counts.data(),
+                   recv_displs.data(), mt.type, comm, &request);
     if (last && b + 1 == blocks) p.done_posting();
   };
   post(0);
@@ -82,9 +98,8 @@ CommJob pipelined_reduce(Progress& p, MPI_Comm comm, const MpiMoveType& mt, cons
     if (b + 1 < blocks) post(b + 1);
     const int64_t len = mine_in(b);
     if (len > 0) {
-      reduce_chunks(out.narrow(0, b * block, len),
-                    scratch_view(scratch + (b % 2) * group_size * block * esize, group_size, len, in.scalar_type()),
-                    op);
+      reduce_into(out.narrow(0, b * block, len), in.narrow(0, offsets[me] + b * block, len),
+                  scratch_view(half(b), peers, len, in.scalar_type()), op);
     }
   }
 }
@@ -244,6 +259,7 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& out, const at::Tensor&
   const int count = mpi_count(n * mt.units_per_element, "reduce_scatter", name());
   mpi_count(in.numel() * mt.units_per_element, "reduce_scatter", name());
   const int group_size = size();
+  const int me = rank();
   MPI_Comm comm = comm_;
   if (algorithm == ReduceScatterAlgorithm::Native) {
     auto blocking = [=] {
@@ -260,13 +276,13 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& out, const at::Tensor&
     });
   }
   // All-to-all moves chunk r of every rank to rank r, which then reduces the
-  // `size` chunks locally: one pass of communication, one of arithmetic, and
+  // chunks with its own locally: one pass of communication, one of arithmetic, and
   // works for every dtype (MPI cannot add bf16/fp16). Pipelined over column
   // blocks of the chunks (pipelined_reduce), so the scratch is bounded.
   return submit("reduce_scatter", caller_waits, nullptr, [=](Progress& p) -> CommJob {
     std::vector<int64_t> offsets(group_size), lengths(group_size, n);
     for (int r = 0; r < group_size; ++r) offsets[r] = r * n;
-    co_await pipelined_reduce(p, comm, mt, in, offsets, lengths, out.view(-1), op, true);
+    co_await pipelined_reduce(p, comm, me, mt, in.view(-1), offsets, lengths, out.view(-1), op, true);
   });
 }
 
@@ -327,7 +343,7 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op, bool 
       co_await p.wait(request);
       co_return;
     }
-    co_await pipelined_reduce(p, comm, mt, tensor.view(-1), offsets, lengths,
+    co_await pipelined_reduce(p, comm, me, mt, tensor.view(-1), offsets, lengths,
                               tensor.view(-1).narrow(0, std::min(me * chunk, numel), my_elements),
                               op, false);
     MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, tensor.data_ptr(), counts.data(),

@@ -180,6 +180,36 @@ TEST(MpiCollectives, LargeAllReduceGrowsScratch) {
   }
 }
 
+// The local-math reductions move their data through a bounded scratch, block
+// after block (16 MiB, two blocks in flight): chunks of 5M elements take
+// several blocks, the last one partial, at every group size (float32: 2M
+// elements a block at 2 ranks, bfloat16 4M); each rank's own chunk is read
+// where it lies, in place or not.
+TEST(MpiCollectives, ReductionsLongerThanTheScratchTakeSeveralBlocks) {
+  Algos restore;
+  set_algorithms({AllReduceAlgorithm::ReduceScatterAllGather, ReduceScatterAlgorithm::AllToAllReduce});
+  CommunicatorPtr w = world();
+  const int size = w->size(), me = w->rank();
+  const int64_t n = 4'200'003;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (bool max : {false, true}) {
+      if (max && dtype != at::kFloat) continue;  // the same blocks as the sum
+      const ReduceOp op = max ? ReduceOp::Max : ReduceOp::Sum;
+      const at::Tensor expected = reduced_values(size, n, dtype, max, me * n);
+      at::Tensor in = rank_values(me, size * n, dtype);
+      at::Tensor out = at::empty({n}, in.options());
+      w->reduce_scatter_from(out, in, op);
+      EXPECT_TRUE(at::equal(out, expected)) << where(dtype, n) << (max ? " max" : " sum");
+      w->reduce_scatter_from(in.narrow(0, me * n, n), in, op);
+      EXPECT_TRUE(at::equal(in.narrow(0, me * n, n), expected)) << where(dtype, n) << " in place";
+      at::Tensor all = rank_values(me, size * n + 1, dtype);
+      w->all_reduce(all, op);
+      EXPECT_TRUE(at::equal(all, reduced_values(size, size * n + 1, dtype, max)))
+          << where(dtype, size * n + 1) << (max ? " max" : " sum") << " all-reduce";
+    }
+  }
+}
+
 TEST(MpiCollectives, AllToAllEveryDtype) {
   CommunicatorPtr w = world();
   const int size = w->size(), me = w->rank();
