@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/error.h"
+#include "nn/gradient_layout.h"
 
 namespace tessel::nn {
 
@@ -26,27 +27,35 @@ void rotate_row(const float* __restrict x, const float* __restrict c, const floa
   }
 }
 
-// Rotates every row of `in` (a [B, H, T, D] layout given by strides) by the
-// angles of cos/sin into contiguous `out`. direction +1: forward (y from x);
-// -1: backward (dx from dy: the same rotation with sin negated).
+// Rotates every row of `in` into `out` (both [B, H, T, D] layouts given by
+// their strides, rows contiguous) by the angles of cos/sin. direction +1:
+// forward (y from x); -1: backward (dx from dy: the same rotation with sin
+// negated).
 void rotate_rows(const at::Tensor& in, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& out,
                  float direction) {
   const int64_t B = in.size(0), H = in.size(1), T = in.size(2), D = in.size(3), half = D / 2;
   const int64_t sb = in.stride(0), sh = in.stride(1), st = in.stride(2);
+  const int64_t ob = out.stride(0), oh = out.stride(1), ot = out.stride(2);
   const bool per_batch = cos.dim() == 3;  // [B, T, D], else [T, D]
   const float* ip = in.data_ptr<float>();
   const float* cp = cos.data_ptr<float>();
   const float* sp = sin.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      for (int64_t t = 0; t < T; ++t) {
+  // Rows in the order `out` holds them, so its writes run sequentially: a
+  // gradient laid out like a transposed view ([B, T, H, D] in memory) is
+  // written token by token (head by head it took twice as long).
+  const bool token_major = oh < ot;
+  const int64_t outer = token_major ? T : H, inner = token_major ? H : T;
+  at::parallel_for(0, B * outer, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / outer;
+      for (int64_t j = 0; j < inner; ++j) {
+        const int64_t h = token_major ? j : i % outer, t = token_major ? i % outer : j;
         const float* x = ip + b * sb + h * sh + t * st;
         const int64_t angle_row = (per_batch ? b * T + t : t) * D;
         const float* c = cp + angle_row;
         const float* s = sp + angle_row;
-        float* y = op + ((b * H + h) * T + t) * D;
+        float* y = op + b * ob + h * oh + t * ot;
         rotate_row(x, c, s, y, half, direction);
       }
     }
@@ -57,6 +66,7 @@ struct RotaryFunction : torch::autograd::Function<RotaryFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
     at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
     rotate_rows(x, cos, sin, y, 1.0f);
+    ctx->saved_data["x_strides"] = dense_layout(x);  // dx in x's layout (gradient_layout.h)
     ctx->saved_data["cos"] = cos;
     ctx->saved_data["sin"] = sin;
     return y;
@@ -64,7 +74,7 @@ struct RotaryFunction : torch::autograd::Function<RotaryFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor& dy = grads[0];
-    at::Tensor dx = at::empty(dy.sizes(), dy.options().memory_format(at::MemoryFormat::Contiguous));
+    at::Tensor dx = at::empty_strided(dy.sizes(), ctx->saved_data["x_strides"].toIntVector(), dy.options());
     rotate_rows(dy.stride(-1) == 1 ? dy : dy.contiguous(), ctx->saved_data["cos"].toTensor(),
                 ctx->saved_data["sin"].toTensor(), dx, -1.0f);
     return {dx, {}, {}};

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "nn/attention_blocks.h"
 #include "nn/format.h"
+#include "nn/gradient_layout.h"
 
 namespace tessel::nn {
 
@@ -54,6 +55,11 @@ AttentionScoring scoring_of(AutogradContext* ctx) {
   return {ctx->saved_data["scale"].toDouble(), cap > 0 ? std::optional<double>(cap) : std::nullopt};
 }
 
+// Zeros shaped like `like`, in the layout `strides` (dense_layout) describes.
+at::Tensor zeros_laid_out(const at::Tensor& like, const c10::IValue& strides) {
+  return at::empty_strided(like.sizes(), strides.toIntVector(), like.options()).zero_();
+}
+
 // q, k, v, out and lse; the tiles' kept probabilities follow.
 constexpr size_t kSavedTensors = 5;
 
@@ -85,7 +91,15 @@ struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction
     const at::Tensor documents = document_ids ? document_ids->to(at::kLong) : at::Tensor();
     ctx->saved_data["documents"] = documents;
     const at::ScalarType compute = at::promote_types(q.scalar_type(), at::kFloat);
-    const at::Tensor qc = q.to(compute), kc = k.to(compute), vc = v.to(compute);
+    // Keys and values head-major ([B, Hkv, T, D] in memory) once, so every
+    // tile takes its key rows as a view: the attention module passes v as a
+    // transposed view of its projection, which each tile would otherwise copy
+    // again (forward and backward) for its batched products.
+    const at::Tensor k_rows = k.contiguous(), v_rows = v.contiguous();
+    // Their gradients are laid out as k and v were (gradient_layout.h).
+    ctx->saved_data["k_strides"] = dense_layout(k);
+    ctx->saved_data["v_strides"] = dense_layout(v);
+    const at::Tensor qc = q.to(compute), kc = k_rows.to(compute), vc = v_rows.to(compute);
     at::Tensor out = at::empty(qc.sizes(), qc.options());
     at::Tensor lse = at::empty(qc.sizes().slice(0, 3), qc.options());
     const auto w = window_of(ctx);
@@ -103,7 +117,7 @@ struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction
       probabilities.push_back(std::move(r.probabilities));  // undefined where not kept
     }
     out = out.to(q.scalar_type());
-    std::vector<at::Tensor> saved{q, k, v, out, lse};
+    std::vector<at::Tensor> saved{q, k_rows, v_rows, out, lse};
     saved.insert(saved.end(), probabilities.begin(), probabilities.end());
     ctx->save_for_backward(saved);
     return out;
@@ -120,7 +134,8 @@ struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction
     const at::Tensor delta = (dout * out.to(compute)).sum(-1);
     const at::Tensor documents = ctx->saved_data["documents"].toTensor();
     at::Tensor dq = at::empty_like(qc);
-    at::Tensor dk = at::zeros_like(kc), dv = at::zeros_like(vc);
+    at::Tensor dk = zeros_laid_out(kc, ctx->saved_data["k_strides"]);
+    at::Tensor dv = zeros_laid_out(vc, ctx->saved_data["v_strides"]);
     const auto w = window_of(ctx);
     const std::vector<Tile> tiles = tiles_of(q.size(2), ctx->saved_data["tile"].toInt(), w);
     for (size_t i = 0; i < tiles.size(); ++i) {

@@ -29,9 +29,14 @@ TEST_P(RotaryKernel, MatchesCompositionForwardAndBackward) {
   at::manual_seed(5);
   at::Tensor x = at::randn({B, T, H, D}).requires_grad_();  // projections, viewed as [B, H, T, D]
   const at::Tensor dy = at::randn({B, H, T, D});
-  ASSERT_TRUE(rotary_fp32_applies(x.transpose(1, 2), cos, sin));
-  const at::Tensor y = rotary_fp32(x.transpose(1, 2), cos, sin);
+  const at::Tensor xt = x.transpose(1, 2);
+  ASSERT_TRUE(rotary_fp32_applies(xt, cos, sin));
+  at::Tensor dxt;  // the gradient as the kernel returns it, before the transpose's backward
+  xt.register_hook([&dxt](const at::Tensor& g) { dxt = g; });
+  const at::Tensor y = rotary_fp32(xt, cos, sin);
   y.backward(dy);
+  // Laid out as the view was, so x's gradient is that memory as it lies.
+  EXPECT_EQ(dxt.strides(), xt.strides());
 
   at::Tensor x64 = x.detach().to(at::kDouble).requires_grad_();
   const at::Tensor ref = reference(x64.transpose(1, 2), cos.to(at::kDouble), sin.to(at::kDouble));

@@ -84,9 +84,15 @@ TEST(TiledAttentionFloat, MatchesOnTransposedFloat32Views) {
   at::Tensor q = at::randn({B, t, Hq, D}).requires_grad_(), k = at::randn({B, t, Hkv, D}).requires_grad_();
   at::Tensor v = at::randn({B, t, Hkv, D}).requires_grad_();
   const at::Tensor dout = at::randn({B, Hq, t, D});
-  const at::Tensor out = tiled_causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), kScale,
-                                                std::nullopt, std::nullopt, {}, 16);
+  const at::Tensor kt = k.transpose(1, 2), vt = v.transpose(1, 2);
+  at::Tensor dkt, dvt;  // the gradients as the function returns them
+  kt.register_hook([&dkt](const at::Tensor& g) { dkt = g; });
+  vt.register_hook([&dvt](const at::Tensor& g) { dvt = g; });
+  const at::Tensor out = tiled_causal_attention(q.transpose(1, 2), kt, vt, kScale, std::nullopt, std::nullopt, {}, 16);
   out.backward(dout);
+  // Laid out as the views were: the projections' gradients need no copy.
+  EXPECT_EQ(dkt.strides(), kt.strides());
+  EXPECT_EQ(dvt.strides(), vt.strides());
   ASSERT_EQ(out.scalar_type(), at::kFloat);
   auto as64 = [](const at::Tensor& x) { return x.detach().to(at::kDouble).transpose(1, 2).requires_grad_(); };
   at::Tensor q64 = as64(q), k64 = as64(k), v64 = as64(v);
