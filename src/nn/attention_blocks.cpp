@@ -136,10 +136,17 @@ AttentionBlockResult attention_block_forward(const at::Tensor& q, const at::Tens
   const BlockShape s = block_shape(q, k, v);
   const at::Tensor hidden = hidden_keys(mask, s, q.device());
   const int64_t first_column = first_maskable_column(mask, s);
-  AttentionBlockResult r{at::empty({s.B, s.Hq, s.Tq, s.D}, q.options()), at::empty({s.B, s.Hq, s.Tq}, q.options()),
-                         at::Tensor()};
   const int64_t per_run = heads_per_run(s, q.element_size(), score_bytes_budget);
-  const bool keep = keep_probabilities && per_run == s.Hkv && !scoring.logit_softcap;
+  const bool one_run = per_run == s.Hkv;
+  // With every kv head in one run the run's results are the block's, viewed
+  // ([B * Hkv, group * Tq, ...] holds [B, Hq, Tq, ...] in order); several
+  // runs fill their heads of the block's tensors.
+  AttentionBlockResult r;
+  if (!one_run) {
+    r.out = at::empty({s.B, s.Hq, s.Tq, s.D}, q.options());
+    r.lse = at::empty({s.B, s.Hq, s.Tq}, q.options());
+  }
+  const bool keep = keep_probabilities && one_run && !scoring.logit_softcap;
   for (int64_t h = 0; h < s.Hkv; h += per_run) {
     const HeadRun run{h, std::min(per_run, s.Hkv - h)};
     at::Tensor scores = run_scores(scaled_queries(q, s, run, scoring.scale), run_heads(k, run), s, run, hidden,
@@ -155,9 +162,15 @@ AttentionBlockResult attention_block_forward(const at::Tensor& q, const at::Tens
     const at::Tensor divisor = total.masked_fill(total == 0, 1.0);
     const at::Tensor out = at::bmm(p, run_heads(v, run)).div_(divisor);
     if (keep) r.probabilities = p.div_(divisor);
-    r.out.narrow(1, run.first * s.group, run.count * s.group).copy_(out.view({s.B, run.count * s.group, s.Tq, s.D}));
-    r.lse.narrow(1, run.first * s.group, run.count * s.group)
-        .copy_((top + total.log()).view({s.B, run.count * s.group, s.Tq}));
+    const at::Tensor run_out = out.view({s.B, run.count * s.group, s.Tq, s.D});
+    const at::Tensor run_lse = (top + total.log()).view({s.B, run.count * s.group, s.Tq});
+    if (one_run) {
+      r.out = run_out;
+      r.lse = run_lse;
+    } else {
+      r.out.narrow(1, run.first * s.group, run.count * s.group).copy_(run_out);
+      r.lse.narrow(1, run.first * s.group, run.count * s.group).copy_(run_lse);
+    }
   }
   return r;
 }
@@ -184,10 +197,12 @@ AttentionBlockGrads attention_block_backward(const at::Tensor& q, const at::Tens
   TESSEL_CHECK(dout.sizes() == q.sizes() && lse.sizes() == q.sizes().slice(0, 3) && delta.sizes() == lse.sizes(),
                "attention block backward: dout {} lse {} delta {} do not match q {}", shape_string(dout.sizes()),
                shape_string(lse.sizes()), shape_string(delta.sizes()), shape_string(q.sizes()));
-  AttentionBlockGrads g{at::empty_like(q), at::empty_like(k), at::empty_like(v)};
   // Kept probabilities hold every kv head in one run (attention_block_forward).
   const int64_t per_run =
       probabilities.defined() ? s.Hkv : heads_per_run(s, q.element_size(), score_bytes_budget);
+  const bool one_run = per_run == s.Hkv;  // the run's gradients are the block's, viewed
+  AttentionBlockGrads g;
+  if (!one_run) g = {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
   TESSEL_CHECK(!probabilities.defined() ||
                    (probabilities.sizes() == at::IntArrayRef({s.B * s.Hkv, s.group * s.Tq, s.Tk}) &&
                     !scoring.logit_softcap),
@@ -213,9 +228,15 @@ AttentionBlockGrads attention_block_backward(const at::Tensor& q, const at::Tens
     // d(scores)/dq = scale * k; d(scores)/dk = scale * q, already in qs.
     const at::Tensor dq = at::bmm(ds, kg).mul_(scoring.scale);
     const at::Tensor dk = at::bmm(ds.transpose(1, 2), qs);
-    g.dq.narrow(1, run.first * s.group, run.count * s.group).copy_(dq.view({s.B, run.count * s.group, s.Tq, s.D}));
-    g.dk.narrow(1, run.first, run.count).copy_(dk.view({s.B, run.count, s.Tk, s.D}));
-    g.dv.narrow(1, run.first, run.count).copy_(dv.view({s.B, run.count, s.Tk, s.D}));
+    const at::Tensor run_dq = dq.view({s.B, run.count * s.group, s.Tq, s.D});
+    const at::Tensor run_dk = dk.view({s.B, run.count, s.Tk, s.D}), run_dv = dv.view({s.B, run.count, s.Tk, s.D});
+    if (one_run) {
+      g = {run_dq, run_dk, run_dv};
+    } else {
+      g.dq.narrow(1, run.first * s.group, run.count * s.group).copy_(run_dq);
+      g.dk.narrow(1, run.first, run.count).copy_(run_dk);
+      g.dv.narrow(1, run.first, run.count).copy_(run_dv);
+    }
   }
   return g;
 }

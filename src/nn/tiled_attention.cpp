@@ -55,9 +55,9 @@ AttentionScoring scoring_of(AutogradContext* ctx) {
   return {ctx->saved_data["scale"].toDouble(), cap > 0 ? std::optional<double>(cap) : std::nullopt};
 }
 
-// Zeros shaped like `like`, in the layout `strides` (dense_layout) describes.
-at::Tensor zeros_laid_out(const at::Tensor& like, const c10::IValue& strides) {
-  return at::empty_strided(like.sizes(), strides.toIntVector(), like.options()).zero_();
+// Uninitialised, shaped like `like`, in the layout `strides` (dense_layout) describes.
+at::Tensor empty_laid_out(const at::Tensor& like, const c10::IValue& strides) {
+  return at::empty_strided(like.sizes(), strides.toIntVector(), like.options());
 }
 
 // q, k, v, out and lse; the tiles' kept probabilities follow.
@@ -134,11 +134,16 @@ struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction
     const at::Tensor delta = (dout * out.to(compute)).sum(-1);
     const at::Tensor documents = ctx->saved_data["documents"].toTensor();
     at::Tensor dq = at::empty_like(qc);
-    at::Tensor dk = zeros_laid_out(kc, ctx->saved_data["k_strides"]);
-    at::Tensor dv = zeros_laid_out(vc, ctx->saved_data["v_strides"]);
+    at::Tensor dk = empty_laid_out(kc, ctx->saved_data["k_strides"]);
+    at::Tensor dv = empty_laid_out(vc, ctx->saved_data["v_strides"]);
     const auto w = window_of(ctx);
     const std::vector<Tile> tiles = tiles_of(q.size(2), ctx->saved_data["tile"].toInt(), w);
-    for (size_t i = 0; i < tiles.size(); ++i) {
+    // Tiles from the last: their key ranges end ever earlier, so dk and dv
+    // hold the keys [written, T) so far; each tile writes the keys before
+    // that range and adds to the rest (no zero fill, one pass fewer over the
+    // keys the last tile sees: all of them without a window).
+    int64_t written = q.size(2);
+    for (size_t i = tiles.size(); i-- > 0;) {
       const Tile& t = tiles[i];
       // Each tile holds every key its queries see, so its own lse is the
       // final one and kept probabilities are exact.
@@ -147,9 +152,16 @@ struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction
           dout.narrow(2, t.q_start, t.q_len), lse.narrow(2, t.q_start, t.q_len), delta.narrow(2, t.q_start, t.q_len),
           tile_mask(t, w, documents), scoring_of(ctx), kDefaultScoreBytesBudget, saved[kSavedTensors + i]);
       dq.narrow(2, t.q_start, t.q_len).copy_(g.dq);
-      dk.narrow(2, t.k_start, t.k_len).add_(g.dk);
-      dv.narrow(2, t.k_start, t.k_len).add_(g.dv);
+      const int64_t fresh = std::clamp<int64_t>(written - t.k_start, 0, t.k_len);  // keys not yet written
+      for (auto [sum, part] : {std::pair{dk, g.dk}, std::pair{dv, g.dv}}) {
+        sum.narrow(2, t.k_start, fresh).copy_(part.narrow(2, 0, fresh));
+        sum.narrow(2, t.k_start + fresh, t.k_len - fresh).add_(part.narrow(2, fresh, t.k_len - fresh));
+      }
+      written = std::min(written, t.k_start);
     }
+    // Keys no tile saw (none: every key is seen by its own query) stay zero.
+    dk.narrow(2, 0, written).zero_();
+    dv.narrow(2, 0, written).zero_();
     return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), {}, {}, {}, {}, {}};
   }
 };
