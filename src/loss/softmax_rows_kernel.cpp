@@ -16,11 +16,13 @@ using core::exp_lanes;
 constexpr int64_t kLanes = 16;
 constexpr int64_t kBlock = 256;
 
-// As in nn/swiglu_kernel.cpp: GCC's full cost model, and a copy for
-// x86-64-v3 (AVX2 with FMA) chosen at load time where the CPU has it.
+// As in nn/swiglu_kernel.cpp: GCC's full cost model, and copies for
+// x86-64-v4 (AVX-512) and x86-64-v3 (AVX2 with FMA) chosen at load time
+// where the CPU has them. The 16 lanes fix the summation order, so the
+// copies' sums differ only by the FMA contraction inside exp_lanes.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define TESSEL_SOFTMAX_KERNEL_ATTRIBUTES \
-  __attribute__((optimize("vect-cost-model=dynamic"), target_clones("arch=x86-64-v3", "default")))
+  __attribute__((optimize("vect-cost-model=dynamic"), target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TESSEL_SOFTMAX_KERNEL_ATTRIBUTES
 #endif
