@@ -159,7 +159,8 @@ struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction
       }
       written = std::min(written, t.k_start);
     }
-    // Keys no tile saw (none: every key is seen by its own query) stay zero.
+    // Keys before every tile's range get zero (there are none: each key is
+    // seen by its own query).
     dk.narrow(2, 0, written).zero_();
     dv.narrow(2, 0, written).zero_();
     return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), {}, {}, {}, {}, {}};
