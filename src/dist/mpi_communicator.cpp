@@ -68,9 +68,10 @@ CommJob pipelined_reduce(Progress& p, MPI_Comm comm, int me, const MpiMoveType& 
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   if (longest == 0) co_return;
   const auto esize = static_cast<int64_t>(in.element_size());
-  const int64_t block = std::clamp<int64_t>(kReduceScratchBytes / (2 * std::max(peers, 1) * esize), 1, longest);
+  const int scratch_rows = std::max(peers, 1);  // a single rank receives nothing but still takes a scratch
+  const int64_t block = std::clamp<int64_t>(kReduceScratchBytes / (2 * scratch_rows * esize), 1, longest);
   const int64_t blocks = (longest + block - 1) / block;
-  auto* scratch = static_cast<std::byte*>(p.scratch(2 * std::max(peers, 1) * block * esize));
+  auto* scratch = static_cast<std::byte*>(p.scratch(2 * scratch_rows * block * esize));
   auto* data = static_cast<std::byte*>(in.data_ptr());
   const int units = mt.units_per_element;
   std::vector<int> send_counts(group_size), send_displs(group_size), recv_counts(group_size),

@@ -55,11 +55,6 @@ AttentionScoring scoring_of(AutogradContext* ctx) {
   return {ctx->saved_data["scale"].toDouble(), cap > 0 ? std::optional<double>(cap) : std::nullopt};
 }
 
-// Uninitialised, shaped like `like`, in the layout `strides` (dense_layout) describes.
-at::Tensor empty_laid_out(const at::Tensor& like, const c10::IValue& strides) {
-  return at::empty_strided(like.sizes(), strides.toIntVector(), like.options());
-}
-
 // q, k, v, out and lse; the tiles' kept probabilities follow.
 constexpr size_t kSavedTensors = 5;
 
@@ -134,8 +129,8 @@ struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction
     const at::Tensor delta = (dout * out.to(compute)).sum(-1);
     const at::Tensor documents = ctx->saved_data["documents"].toTensor();
     at::Tensor dq = at::empty_like(qc);
-    at::Tensor dk = empty_laid_out(kc, ctx->saved_data["k_strides"]);
-    at::Tensor dv = empty_laid_out(vc, ctx->saved_data["v_strides"]);
+    at::Tensor dk = at::empty_strided(kc.sizes(), ctx->saved_data["k_strides"].toIntVector(), kc.options());
+    at::Tensor dv = at::empty_strided(vc.sizes(), ctx->saved_data["v_strides"].toIntVector(), vc.options());
     const auto w = window_of(ctx);
     const std::vector<Tile> tiles = tiles_of(q.size(2), ctx->saved_data["tile"].toInt(), w);
     // Tiles from the last: their key ranges end ever earlier, so dk and dv
