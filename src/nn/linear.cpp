@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "nn/embedding_lookup.h"
+#include "nn/linear_product.h"
 
 namespace tessel::nn {
 
@@ -38,7 +39,7 @@ Tensors Linear::forward(const Tensors& inputs) {
   TESSEL_CHECK(inputs[0].size(-1) == w.size(1),
                "Linear {}: input has {} features but the weight is [{}, {}]", path(),
                inputs[0].size(-1), w.size(0), w.size(1));
-  return {at::linear(inputs[0], w, bias())};
+  return {linear_product(inputs[0], w, bias())};
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
