@@ -8,10 +8,19 @@
 
 #include "core/error.h"
 #include "nn/format.h"
+#include "nn/onednn_sgemm.h"
 
 namespace tessel::nn {
 
 namespace {
+
+// The block's batched products: oneDNN's sgemm per batch where Linear uses
+// it too (nn/onednn_sgemm.h), at::bmm otherwise. No autograd: the callers
+// are autograd functions' forward and backward.
+at::Tensor batched_product(const at::Tensor& a, const at::Tensor& b) {
+  if (onednn_sgemm_preferred() && onednn_bmm_applies(a, b)) return onednn_bmm(a, b);
+  return at::bmm(a, b);
+}
 
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
@@ -99,7 +108,7 @@ at::Tensor run_rows(const at::Tensor& t, const BlockShape& s, const HeadRun& run
 at::Tensor run_scores(const at::Tensor& qs, const at::Tensor& kg, const BlockShape& s, const HeadRun& run,
                       const at::Tensor& hidden, int64_t first_column, const AttentionScoring& scoring,
                       at::Tensor* tanh_out) {
-  at::Tensor scores = at::bmm(qs, kg.transpose(1, 2));
+  at::Tensor scores = batched_product(qs, kg.transpose(1, 2));
   if (scoring.logit_softcap) {
     const double cap = *scoring.logit_softcap;
     at::Tensor t = scores.div_(cap).tanh_();
@@ -160,7 +169,7 @@ AttentionBlockResult attention_block_forward(const at::Tensor& q, const at::Tens
     const at::Tensor p = scores.sub_(top).exp_();
     const at::Tensor total = p.sum(-1, /*keepdim=*/true);  // 0 only where all masked
     const at::Tensor divisor = total.masked_fill(total == 0, 1.0);
-    const at::Tensor out = at::bmm(p, run_heads(v, run)).div_(divisor);
+    const at::Tensor out = batched_product(p, run_heads(v, run)).div_(divisor);
     if (keep) r.probabilities = p.div_(divisor);
     const at::Tensor run_out = out.view({s.B, run.count * s.group, s.Tq, s.D});
     const at::Tensor run_lse = (top + total.log()).view({s.B, run.count * s.group, s.Tq});
@@ -222,12 +231,12 @@ AttentionBlockGrads attention_block_backward(const at::Tensor& q, const at::Tens
       p = scores.sub_(run_rows(finite_or_zero(lse), s, run, 1)).exp_();  // 0 where masked
     }
     const at::Tensor dog = run_rows(dout, s, run, s.D);
-    const at::Tensor dv = at::bmm(p.transpose(1, 2), dog);  // sums over the group's rows
-    at::Tensor ds = at::bmm(dog, vg.transpose(1, 2)).sub_(run_rows(delta, s, run, 1)).mul_(p);
+    const at::Tensor dv = batched_product(p.transpose(1, 2), dog);  // sums over the group's rows
+    at::Tensor ds = batched_product(dog, vg.transpose(1, 2)).sub_(run_rows(delta, s, run, 1)).mul_(p);
     if (scoring.logit_softcap) ds.mul_(1.0 - tanh_scores.mul_(tanh_scores));  // d(cap*tanh(x/cap))/dx
     // d(scores)/dq = scale * k; d(scores)/dk = scale * q, already in qs.
-    const at::Tensor dq = at::bmm(ds, kg).mul_(scoring.scale);
-    const at::Tensor dk = at::bmm(ds.transpose(1, 2), qs);
+    const at::Tensor dq = batched_product(ds, kg).mul_(scoring.scale);
+    const at::Tensor dk = batched_product(ds.transpose(1, 2), qs);
     const at::Tensor run_dq = dq.view({s.B, run.count * s.group, s.Tq, s.D});
     const at::Tensor run_dk = dk.view({s.B, run.count, s.Tk, s.D}), run_dv = dv.view({s.B, run.count, s.Tk, s.D});
     if (one_run) {

@@ -85,6 +85,39 @@ TEST(OneDnnSgemm, MatchesMmOnEveryLayout) {
   }
 }
 
+TEST(OneDnnSgemm, BatchedMatchesBmmOnTheAttentionsLayouts) {
+  if (!onednn_sgemm_found()) GTEST_SKIP() << "no oneDNN in this process";
+  at::manual_seed(4);
+  // Float32 views as the attention's tiles meet them: keys transposed per
+  // batch, a narrowed run of columns, an expanded operand (batch stride 0),
+  // a layout that must be copied, a batch of one.
+  const at::Tensor q = at::randn({6, 40, 16}), keys = at::randn({6, 24, 16});
+  const at::Tensor probs = at::randn({6, 40, 24}), wide = at::randn({6, 24, 30});
+  struct Case {
+    std::string name;
+    at::Tensor a, b;
+  };
+  const std::vector<Case> cases = {
+      {"scores: q x keys transposed", q, keys.transpose(1, 2)},
+      {"output: probabilities x narrowed values", probs, wide.narrow(2, 3, 16)},
+      {"transposed probabilities x rows", probs.transpose(1, 2), q},
+      {"expanded left operand", at::randn({1, 40, 24}).expand({6, 40, 24}), wide},
+      {"every other row (copied)", at::randn({6, 80, 24}).slice(1, 0, 80, 2), wide},
+      {"one batch", probs.narrow(0, 2, 1), wide.narrow(0, 5, 1)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ASSERT_TRUE(onednn_bmm_applies(c.a, c.b));
+    const at::Tensor got = onednn_bmm(c.a, c.b);
+    EXPECT_TRUE(got.is_contiguous());
+    EXPECT_EQ(got.sizes(), (std::vector<int64_t>{c.a.size(0), c.a.size(1), c.b.size(2)}));
+    EXPECT_LT(max_rel_diff(got, at::bmm(c.a.to(at::kDouble), c.b.to(at::kDouble))), 1e-5);
+  }
+  EXPECT_FALSE(onednn_bmm_applies(q, keys));                                // inner sizes differ
+  EXPECT_FALSE(onednn_bmm_applies(q, q.narrow(0, 0, 3).transpose(1, 2)));  // batch counts differ
+  EXPECT_FALSE(onednn_bmm_applies(q.to(at::kDouble), keys.transpose(1, 2).to(at::kDouble)));
+}
+
 TEST(OneDnnSgemm, DeclinesWhatItCannotTake) {
   const at::Tensor a = at::randn({4, 5}), b = at::randn({5, 3});
   EXPECT_FALSE(onednn_mm_applies(a.to(at::kDouble), b.to(at::kDouble)));
