@@ -29,11 +29,13 @@
 #include "config/parallelism_config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/algorithms.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
 #include "dist/core_sharing.h"
 #include "dist/launcher.h"
 #include "dist/mesh_layout.h"
+#include "nn/onednn_sgemm.h"
 #include "train/progress.h"
 #include "train/train_options.h"
 #include "train/trainer.h"
@@ -119,6 +121,10 @@ void run_train(const TrainArgs& args) {
   const config::Config cfg = config::load_config(config_path, overrides);
   const config::ParallelismConfig parallel = config::parallelism_from(cfg);
   (void)train::train_options_from(cfg);  // every key checked before any process starts
+  // The environment's choices too, so that a typo fails here and not in every
+  // rank after the model has loaded.
+  (void)nn::onednn_sgemm_preferred();
+  (void)dist::algorithms();
 
   if (!under_mpi_launcher()) {
     const int64_t wanted = args.nproc > 0 ? args.nproc : parallel.world_size();

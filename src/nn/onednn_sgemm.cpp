@@ -64,7 +64,13 @@ Operand operand(const at::Tensor& t) {
 bool use_onednn_sgemm(const char* choice, bool found, bool cpu_has_avx512) {
   const std::string value = choice != nullptr ? choice : "";
   if (value.empty() || value == "auto") return found && cpu_has_avx512;
-  if (value == "onednn") return found;
+  if (value == "onednn") {
+    if (found) return true;
+    // Forced but absent: say so rather than run on the BLAS the user meant to avoid.
+    throw UsageError(
+        "TESSEL_GEMM=onednn, but this process's libtorch has no oneDNN sgemm (PyPI's libtorch 2.x does "
+        "not export it); use auto or aten");
+  }
   if (value == "aten") return false;
   throw UsageError(fmt::format("TESSEL_GEMM='{}' is unknown; use auto, onednn or aten", value));
 }

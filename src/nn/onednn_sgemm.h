@@ -25,14 +25,16 @@ namespace tessel::nn {
 
 // Whether Linear should use oneDNN's sgemm, given TESSEL_GEMM's value (null:
 // unset), whether the process has it and whether the CPU has AVX-512.
-// Throws a UsageError for an unknown value.
+// Throws a UsageError for an unknown value, and for `onednn` where the
+// process has no oneDNN sgemm.
 bool use_onednn_sgemm(const char* choice, bool found, bool cpu_has_avx512);
 
 // True when oneDNN's sgemm is in the process (onednn_mm can run).
 bool onednn_sgemm_found();
 
 // True when it is found and use_onednn_sgemm chose it for this process's
-// TESSEL_GEMM and CPU (read once).
+// TESSEL_GEMM and CPU (read once; a bad TESSEL_GEMM throws on every call,
+// so `tessel train` calls it before it starts anything).
 bool onednn_sgemm_preferred();
 
 // True when onednn_mm takes these: sgemm found, both float32 on the CPU,

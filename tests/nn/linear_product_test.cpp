@@ -41,7 +41,7 @@ TEST(OneDnnSgemm, ChoiceFollowsTesselGemmAndTheCpu) {
     EXPECT_FALSE(use_onednn_sgemm(unset_or_auto, false, true));
   }
   EXPECT_TRUE(use_onednn_sgemm("onednn", true, false));
-  EXPECT_FALSE(use_onednn_sgemm("onednn", false, true));
+  EXPECT_THROW(use_onednn_sgemm("onednn", false, true), UsageError);  // forced but absent
   EXPECT_FALSE(use_onednn_sgemm("aten", true, true));
   EXPECT_THROW(use_onednn_sgemm("mkl", true, true), UsageError);
 }

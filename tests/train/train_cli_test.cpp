@@ -19,6 +19,7 @@ namespace tessel::train {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using test_support::Result;
 using test_support::run_tessel;
@@ -117,6 +118,17 @@ TEST_F(TrainCli, BadInputExitsWithUsageCode) {
   r = run_tessel("train " + (dir_ / "no_such.yaml").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("no_such.yaml"));
+
+  // Environment settings are checked before any process is started.
+  r = run_tessel("train " + cfg + " --nproc 2", true, "TESSEL_GEMM=mkl");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("TESSEL_GEMM='mkl' is unknown"));
+  EXPECT_THAT(r.output, Not(HasSubstr("starting 2 processes")));
+
+  r = run_tessel("train " + cfg + " --nproc 2", true, "TESSEL_ALLREDUCE_ALGO=ring");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("TESSEL_ALLREDUCE_ALGO='ring' is unknown"));
+  EXPECT_THAT(r.output, Not(HasSubstr("starting 2 processes")));
 }
 
 }  // namespace
