@@ -1,6 +1,7 @@
 #include "dist/progress_engine.h"
 
 #include <ATen/ATen.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -112,6 +113,8 @@ void ProgressEngine::start(int world_rank, bool thread_multiple, bool blocking_c
   running_ = true;
   watchdog_ = std::make_unique<Watchdog>(world_rank);
   thread_ = std::thread([this, nice] {
+    // Named for top -H, perf and bench/fsdp_cpu.py, which tell it from the compute thread by it.
+    pthread_setname_np(pthread_self(), "tessel-comm");
     // Linux applies a nice value per thread (its tid).
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
     loop();

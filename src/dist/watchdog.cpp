@@ -1,5 +1,7 @@
 #include "dist/watchdog.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -17,7 +19,11 @@ void abort_job_on_timeout(const char* collective, const std::string& group,
   std::_Exit(1);  // MPI_Abort does not return; this is for the linter and odd MPIs
 }
 
-Watchdog::Watchdog(int world_rank) : world_rank_(world_rank), thread_([this] { loop(); }) {}
+Watchdog::Watchdog(int world_rank)
+    : world_rank_(world_rank), thread_([this] {
+        pthread_setname_np(pthread_self(), "tessel-watchdog");
+        loop();
+      }) {}
 
 Watchdog::~Watchdog() {
   {
