@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/environment_check.h"
 #include "core/error.h"
 #include "dist/core_sharing.h"
 #include "dist/launcher.h"
@@ -40,6 +41,7 @@ void run_launch(const RunArgs& args) {
                                    var, v, fmt::join(args.program_args, " ")));
     }
   }
+  check_tessel_environment();
   if (args.program_args.empty()) {
     throw UsageError("tessel run needs the tessel command to start after `--`, e.g. "
                      "`tessel run -n 2 -- train examples/configs/sft.yaml`");

@@ -24,18 +24,17 @@
 
 #include "cli/commands.h"
 #include "cli/default_config.h"
+#include "cli/environment_check.h"
 #include "cli/mesh_sizes_from_config.h"
 #include "config/loader.h"
 #include "config/parallelism_config.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/algorithms.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
 #include "dist/core_sharing.h"
 #include "dist/launcher.h"
 #include "dist/mesh_layout.h"
-#include "nn/onednn_sgemm.h"
 #include "train/progress.h"
 #include "train/train_options.h"
 #include "train/trainer.h"
@@ -121,10 +120,7 @@ void run_train(const TrainArgs& args) {
   const config::Config cfg = config::load_config(config_path, overrides);
   const config::ParallelismConfig parallel = config::parallelism_from(cfg);
   (void)train::train_options_from(cfg);  // every key checked before any process starts
-  // The environment's choices too, so that a typo fails here and not in every
-  // rank after the model has loaded.
-  (void)nn::onednn_sgemm_preferred();
-  (void)dist::algorithms();
+  check_tessel_environment();  // and the TESSEL_* settings
 
   if (!under_mpi_launcher()) {
     const int64_t wanted = args.nproc > 0 ? args.nproc : parallel.world_size();

@@ -39,6 +39,8 @@ void back_off(std::chrono::steady_clock::duration quiet) {
   }
 }
 
+}  // namespace
+
 // The engine thread runs at a lower priority than the compute thread (nice
 // 10, or TESSEL_ENGINE_NICE): where ranks share cores, its polling otherwise
 // takes CPU from the matrix products it is meant to hide behind. It still
@@ -57,6 +59,8 @@ int engine_nice() {
   }
   return static_cast<int>(value);
 }
+
+namespace {
 
 // Scratch of jobs a caller's thread runs itself (try_run_on_caller): one
 // buffer per thread, kept for the next call.

@@ -54,6 +54,10 @@ namespace tessel::dist {
 class ProgressEngine;
 class Watchdog;
 
+// The communication thread's nice value: TESSEL_ENGINE_NICE (0-19), default
+// 10. Throws a UsageError for any other value.
+int engine_nice();
+
 // Handed to a running job: awaits its MPI requests and lends it scratch.
 class Progress {
  public:

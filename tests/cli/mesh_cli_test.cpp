@@ -255,6 +255,13 @@ TEST(RunCli, MissingMpirunIsAClearError) {
   EXPECT_THAT(r2.output, HasSubstr("/nonexistent/mpirun not found"));
 }
 
+TEST(RunCli, ChecksTesselSettingsBeforeLaunching) {
+  Result r = run_tessel("run -n 2 -- mesh --world 2", true, "TESSEL_GEMM=mkl");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("TESSEL_GEMM='mkl' is unknown"));
+  EXPECT_THAT(r.output, Not(HasSubstr("tessel run: ")));  // mpirun's command line, printed before it starts
+}
+
 TEST(RunCli, NeedsACommandAndPositiveRanks) {
   EXPECT_EQ(run_tessel("run -n 2").exit_code, 2);
   EXPECT_NE(run_tessel("run -n 0 -- mesh --world 2").exit_code, 0);

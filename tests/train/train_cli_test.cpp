@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/run_tessel.h"
@@ -120,15 +121,18 @@ TEST_F(TrainCli, BadInputExitsWithUsageCode) {
   EXPECT_THAT(r.output, HasSubstr("no_such.yaml"));
 
   // Environment settings are checked before any process is started.
-  r = run_tessel("train " + cfg + " --nproc 2", true, "TESSEL_GEMM=mkl");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("TESSEL_GEMM='mkl' is unknown"));
-  EXPECT_THAT(r.output, Not(HasSubstr("starting 2 processes")));
-
-  r = run_tessel("train " + cfg + " --nproc 2", true, "TESSEL_ALLREDUCE_ALGO=ring");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("TESSEL_ALLREDUCE_ALGO='ring' is unknown"));
-  EXPECT_THAT(r.output, Not(HasSubstr("starting 2 processes")));
+  const std::vector<std::pair<std::string, std::string>> bad_settings = {
+      {"TESSEL_GEMM=mkl", "TESSEL_GEMM='mkl' is unknown"},
+      {"TESSEL_ALLREDUCE_ALGO=ring", "TESSEL_ALLREDUCE_ALGO='ring' is unknown"},
+      {"TESSEL_ENGINE_NICE=25", "TESSEL_ENGINE_NICE='25'"},
+      {"TESSEL_COLLECTIVE_TIMEOUT_S=soon", "TESSEL_COLLECTIVE_TIMEOUT_S='soon'"},
+  };
+  for (const auto& [setting, message] : bad_settings) {
+    r = run_tessel("train " + cfg + " --nproc 2", true, setting);
+    EXPECT_EQ(r.exit_code, 2) << setting << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(message));
+    EXPECT_THAT(r.output, Not(HasSubstr("starting 2 processes"))) << setting;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,17 @@
+#include "cli/environment_check.h"
+
+#include "dist/algorithms.h"
+#include "dist/progress_engine.h"
+#include "dist/timeout.h"
+#include "nn/onednn_sgemm.h"
+
+namespace tessel::cli {
+
+void check_tessel_environment() {
+  (void)nn::onednn_sgemm_preferred();          // TESSEL_GEMM
+  (void)dist::algorithms();                    // TESSEL_ALLREDUCE_ALGO, TESSEL_REDUCE_SCATTER_ALGO
+  (void)dist::engine_nice();                   // TESSEL_ENGINE_NICE
+  (void)dist::default_collective_timeout();    // TESSEL_COLLECTIVE_TIMEOUT_S
+}
+
+}  // namespace tessel::cli
