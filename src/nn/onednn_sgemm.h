@@ -34,7 +34,7 @@ bool onednn_sgemm_found();
 
 // True when it is found and use_onednn_sgemm chose it for this process's
 // TESSEL_GEMM and CPU (read once; a bad TESSEL_GEMM throws on every call,
-// so `tessel train` calls it before it starts anything).
+// and cli/environment_check.h calls it before any rank starts).
 bool onednn_sgemm_preferred();
 
 // True when onednn_mm takes these: sgemm found, both float32 on the CPU,
