@@ -3,8 +3,9 @@
 // libtorch's profiler (every ATen op and autograd node, nested) and printed
 // as self time per op name (time inside an op minus the ops it called), the
 // largest first, averaged over the measured steps. The GEMMs show up as
-// mm/bmm/addmm, or tessel::onednn_mm where Linear uses oneDNN
-// (nn/onednn_sgemm.h); everything else is what a custom kernel could shorten.
+// mm/bmm/addmm, or tessel::onednn_mm / tessel::onednn_bmm where Linear and
+// the attention blocks use oneDNN (nn/onednn_sgemm.h); everything else is
+// what a custom kernel could shorten.
 // Timing the ops adds some overhead per call: compare step times with
 // `tessel train`, not with this.
 //
