@@ -1,9 +1,11 @@
 #include "fsdp/fsdp_common.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/StorageImpl.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "core/error.h"
 
@@ -33,6 +35,30 @@ const char* to_string(ShardedState state) {
       return "Unsharded";
   }
   return "?";
+}
+
+namespace {
+
+// The deleter of shard storage: frees the allocator's own DataPtr, kept as
+// the context. Its address is the mark is_shard_storage looks for.
+void free_shard_storage(void* context) { delete static_cast<c10::DataPtr*>(context); }
+
+}  // namespace
+
+at::Tensor new_shard_storage(int64_t numel) {
+  const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
+  auto block = std::make_unique<c10::DataPtr>(c10::GetCPUAllocator()->allocate(bytes));
+  void* data = block->get();
+  const c10::Device device = block->device();
+  c10::DataPtr marked(data, block.release(), &free_shard_storage, device);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(marked), /*allocator=*/nullptr,
+                       /*resizable=*/false);
+  at::Tensor flat = at::empty({0}, at::TensorOptions().dtype(at::kFloat)).set_(storage, 0, {numel}, {1});
+  return flat.zero_();
+}
+
+bool is_shard_storage(const at::Tensor& t) {
+  return t.defined() && t.has_storage() && t.storage().data_ptr().get_deleter() == &free_shard_storage;
 }
 
 int64_t tensor_bytes(const at::Tensor& t) {

@@ -33,6 +33,13 @@ void alloc_storage(const at::Tensor& t, c10::Allocator* allocator = nullptr);
 bool storage_is_allocated(const at::Tensor& t);
 int64_t tensor_bytes(const at::Tensor& t);
 
+// A group's flat fp32 shard storage, zeroed, from the CPU allocator, with a
+// deleter of FSDP's own: is_shard_storage(t) tells, from the tensor alone,
+// that t's memory is a group's shards, i.e. that t is a parameter some
+// fully_shard already took (no process-wide table of groups is needed).
+at::Tensor new_shard_storage(int64_t numel);
+bool is_shard_storage(const at::Tensor& t);
+
 // What FSDP holds beyond the sharded state, over every group of one root:
 // unsharded parameters (and post-forward slices, low-precision copies of
 // the shards being gathered), and gradient buffers (packed reduce-scatter

@@ -47,7 +47,7 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
     param_ptrs_.push_back(p.get());
   }
   at::NoGradGuard no_grad;
-  local_flat_ = at::zeros({local_numel_}, at::TensorOptions().dtype(at::kFloat));
+  local_flat_ = new_shard_storage(local_numel_);
   // A one-rank group in fp32 computes on its shards: its padded layout is the
   // unsharded layout (no padding over one rank), so the all-gather would be a
   // copy of the same bytes. Otherwise the unsharded buffer gets memory only

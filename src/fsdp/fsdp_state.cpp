@@ -48,24 +48,11 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/engine.h>
 
-#include <mutex>
-#include <unordered_map>
-
 #include "core/error.h"
 
 namespace tessel::fsdp {
 
 namespace {
-
-// Module -> state. Entries are removed when the state dies (with its module).
-struct Registry {
-  std::mutex mutex;
-  std::unordered_map<const torch::nn::Module*, std::weak_ptr<FSDPState>> states;
-};
-Registry& registry() {
-  static Registry* r = new Registry();  // never destroyed: states may die at exit
-  return *r;
-}
 
 struct StateHolder : torch::CustomClassHolder {
   std::weak_ptr<FSDPState> state;
@@ -101,20 +88,8 @@ void visit_modules(torch::nn::Module& m, const std::function<void(torch::nn::Mod
 }  // namespace
 
 std::shared_ptr<FSDPState> find_state(const torch::nn::Module& module) {
-  auto& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  auto it = r.states.find(&module);
-  return it == r.states.end() ? nullptr : it->second.lock();
-}
-
-std::vector<std::shared_ptr<FSDPState>> all_states() {
-  auto& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  std::vector<std::shared_ptr<FSDPState>> result;
-  for (auto& [module, weak] : r.states) {
-    if (auto s = weak.lock()) result.push_back(std::move(s));
-  }
-  return result;
+  const auto* m = dynamic_cast<const nn::Module*>(&module);
+  return m == nullptr ? nullptr : std::dynamic_pointer_cast<FSDPState>(m->attached_state());
 }
 
 std::vector<std::shared_ptr<FSDPState>> states_in_subtree(torch::nn::Module& module) {
@@ -129,22 +104,11 @@ FSDPState::FSDPState(nn::Module& module, std::unique_ptr<FSDPParamGroup> group,
                      MixedPrecisionPolicy mp)
     : module_(&module), group_(std::move(group)), mp_(mp) {}
 
-FSDPState::~FSDPState() {
-  auto& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  auto it = r.states.find(module_);
-  if (it != r.states.end() && it->second.expired()) r.states.erase(it);
-}
-
 void FSDPState::attach() {
-  {
-    auto& r = registry();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    r.states[module_] = weak_from_this();
-  }
-  // The hooks own the state (the module owns its hooks): the state lives as
-  // long as the module.
-  auto self = shared_from_this();
+  // The module owns the state and the hooks: the hooks may point at the state
+  // without owning it, and the state lives as long as the module.
+  module_->attach_state(shared_from_this());
+  FSDPState* self = this;
   hooks_.push_back(module_->add_pre_hook(
       [self](nn::Module&, nn::Tensors inputs) { return self->pre_forward(std::move(inputs)); }));
   hooks_.push_back(

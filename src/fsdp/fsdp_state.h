@@ -32,15 +32,16 @@ struct FSDPContext {
   std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>();
 };
 
-class FSDPState : public std::enable_shared_from_this<FSDPState> {
+class FSDPState : public nn::AttachedState, public std::enable_shared_from_this<FSDPState> {
  public:
   // `group` may be null (a root left with no parameters of its own).
   FSDPState(nn::Module& module, std::unique_ptr<FSDPParamGroup> group, MixedPrecisionPolicy mp);
-  ~FSDPState();
+  ~FSDPState() override = default;
   FSDPState(const FSDPState&) = delete;
   FSDPState& operator=(const FSDPState&) = delete;
 
-  // Registers this state for module and adds the hooks (fully_shard calls it).
+  // Attaches this state to its module (nn::Module::attach_state: the module
+  // owns it) and adds the hooks (fully_shard calls it).
   void attach();
 
   nn::Module& module() const { return *module_; }
@@ -76,9 +77,6 @@ class FSDPState : public std::enable_shared_from_this<FSDPState> {
 
 // The state fully_shard attached to `module`, or null.
 std::shared_ptr<FSDPState> find_state(const torch::nn::Module& module);
-
-// Every live state (fully_shard checks new parameters against their groups).
-std::vector<std::shared_ptr<FSDPState>> all_states();
 
 // States of module and every module under it, pre-order.
 std::vector<std::shared_ptr<FSDPState>> states_in_subtree(torch::nn::Module& module);

@@ -49,7 +49,11 @@ FSDPModule fully_shard(nn::Module& module, const FSDPMesh& mesh, FSDPOptions opt
   }
   const int world = mesh.shard_size();
   const int rank = mesh.shard()->rank();
-  const auto existing = all_states();
+  // The groups already applied below this module: a parameter of theirs met
+  // again here is tied across groups. (Groups are applied bottom-up, the
+  // root last; a tie between two sibling groups with no sharded ancestor in
+  // common is not seen here, since no process-wide table of groups exists.)
+  const auto existing = states_in_subtree(module);
 
   std::vector<std::unique_ptr<FSDPParam>> params;
   std::vector<at::Tensor> originals;
@@ -71,6 +75,13 @@ FSDPModule fully_shard(nn::Module& module, const FSDPMesh& mesh, FSDPOptions opt
             "of the tied parameters, so both fall to a common ancestor's group (the root keeps "
             "a tied embedding and lm_head together)",
             describe(module), fqn, other->fqn(), other_group->name()));
+      }
+      if (is_shard_storage(t)) {
+        throw Error(fmt::format(
+            "fully_shard({}): parameter '{}' is already a shard of another FSDP group, whose module is not below "
+            "this one: fully_shard was applied to a module above it first. Apply fully_shard bottom-up (the "
+            "decoder layers first, the root last)",
+            describe(module), fqn));
       }
       TESSEL_CHECK(tm != nullptr,
                    "fully_shard({}): module '{}' is a plain torch::nn::Module ({}); FSDP swaps "

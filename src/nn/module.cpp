@@ -75,6 +75,11 @@ void Module::remove_hook(HookHandle handle) {
   post_hooks_.erase(post);
 }
 
+void Module::attach_state(std::shared_ptr<AttachedState> state) {
+  TESSEL_CHECK(attached_state_ == nullptr, "module {} already has a parallel layer's state attached", describe(*this));
+  attached_state_ = std::move(state);
+}
+
 const at::Tensor& Module::parameter(const std::string& name) const {
   const at::Tensor* p = parameters_.find(name);
   if (p == nullptr) {

@@ -51,6 +51,14 @@ using PreHook = std::function<Tensors(Module& module, Tensors inputs)>;
 // the outputs the caller will see.
 using PostHook = std::function<Tensors(Module& module, const Tensors& inputs, Tensors outputs)>;
 
+// State a parallel layer keeps for one module (FSDP's parameter group, its
+// place in the prefetch order): owned by the module and found from it, so no
+// process-wide table maps modules to their state, and it dies with the module.
+class AttachedState {
+ public:
+  virtual ~AttachedState() = default;
+};
+
 // Identifies one registered hook for remove_hook(); ids are unique per process.
 struct HookHandle {
   std::uint64_t id = 0;
@@ -74,6 +82,12 @@ class Module : public torch::nn::Module {
   // means the hook was attached to a different module than the caller thinks.
   void remove_hook(HookHandle handle);
   std::size_t num_hooks() const { return pre_hooks_.size() + post_hooks_.size(); }
+
+  // The parallel layer's state for this module (at most one; null if none).
+  // Attaching a second is an error: two layers would each think they own the
+  // module's parameters.
+  void attach_state(std::shared_ptr<AttachedState> state);
+  const std::shared_ptr<AttachedState>& attached_state() const { return attached_state_; }
 
   // Full dotted path from the root ("model.layers.3.self_attn.q_proj"); empty
   // for the root and for modules not yet seen by assign_module_paths().
@@ -110,6 +124,7 @@ class Module : public torch::nn::Module {
   };
   std::vector<Pre> pre_hooks_;
   std::vector<Post> post_hooks_;
+  std::shared_ptr<AttachedState> attached_state_;
   std::string path_;
   bool checkpointing_ = false;
 };

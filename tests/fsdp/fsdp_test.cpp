@@ -119,7 +119,27 @@ TEST(FullyShard, TiedParametersInDifferentGroupsAreAnError) {
 TEST(FullyShard, TopDownOrderIsAnError) {
   auto model = make_model(9, 1, 7);
   fully_shard(*model, world_mesh());
-  EXPECT_THROW(fully_shard(*model->decoder_layers()[0], world_mesh()), tessel::Error);
+  try {
+    fully_shard(*model->decoder_layers()[0], world_mesh());
+    FAIL() << "expected an error for a layer whose parameters the root's group already holds";
+  } catch (const tessel::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("already a shard of another FSDP group"), std::string::npos) << what;
+    EXPECT_NE(what.find("bottom-up"), std::string::npos) << what;
+  }
+}
+
+TEST(FullyShard, StateBelongsToTheModule) {
+  auto model = make_model(9, 1, 7);
+  auto& layer = *model->decoder_layers()[0];
+  fully_shard(layer, world_mesh());
+  // Found from the module itself, and gone with it: no table outlives it.
+  std::weak_ptr<tessel::nn::AttachedState> state = layer.attached_state();
+  ASSERT_FALSE(state.expired());
+  EXPECT_TRUE(fsdp_module(layer).has_value());
+  EXPECT_FALSE(fsdp_module(*model).has_value());
+  model.reset();
+  EXPECT_TRUE(state.expired());
 }
 
 TEST(FullyShard, InvalidReshardGroupSize) {
