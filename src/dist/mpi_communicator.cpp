@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "dist/algorithms.h"
+#include "dist/caller_wait_time.h"
 #include "dist/mpi_types.h"
 #include "dist/validation.h"
 
@@ -148,7 +149,10 @@ WorkPtr MpiCommunicator::submit(const char* collective, bool caller_waits,
   task.caller_waits = caller_waits;
   task.blocking = std::move(blocking);
   task.body = std::move(body);
-  if (caller_waits && engine.try_run_on_caller(task)) return std::make_shared<CompletedWork>();
+  if (caller_waits) {
+    const CallerWaitTimer timer;  // the caller waits for this one, wherever it runs
+    if (engine.try_run_on_caller(task)) return std::make_shared<CompletedWork>();
+  }
   auto work = std::make_shared<AsyncWork>();
   task.work = work;
   engine.submit(std::move(task));

@@ -3,9 +3,12 @@
 #include <chrono>
 #include <thread>
 
+#include "dist/caller_wait_time.h"
+
 namespace tessel::dist {
 
 void AsyncWork::wait() {
+  const CallerWaitTimer timer;
   // Small collectives finish within microseconds: polling briefly (yielding,
   // so the communication thread keeps its core) avoids the wake-up latency
   // of the condition variable; longer waits block.

@@ -44,6 +44,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["valid_tokens"] = m.valid_tokens;
   j["tokens_per_s"] = m.tokens_per_s;
   j["step_time_s"] = m.step_time_s;
+  j["comm_wait_s"] = m.comm_wait_s;
   // Only at the steps that gathered them (logger.rank_metrics_period).
   if (!m.peak_rss_bytes.empty()) {
     j["peak_rss_bytes"] = m.peak_rss_bytes;
@@ -51,6 +52,7 @@ void MetricsWriter::write(const StepMetrics& m) {
     // Bytes the step's collectives sent, summed over ranks: to peers on the
     // same node and across nodes, per mesh group.
     add_sent_bytes(j, m.sent_bytes);
+    j["comm_wait_s_per_rank"] = m.comm_wait_s_per_rank;
   }
   out_ << j.dump() << '\n';
   out_.flush();

@@ -25,9 +25,14 @@ struct StepMetrics {
   int64_t valid_tokens = 0;     // tokens with a loss (response tokens)
   double tokens_per_s = 0.0;    // tokens / step_time_s
   double step_time_s = 0.0;
-  // Both empty except at steps that gathered them (logger.rank_metrics_period):
+  // Of step_time_s, what rank 0's training thread spent in collectives
+  // (waiting for them or running them: dist/caller_wait_time.h): the step's
+  // communication that compute did not hide.
+  double comm_wait_s = 0.0;
+  // All empty except at steps that gathered them (logger.rank_metrics_period):
   std::vector<int64_t> peak_rss_bytes;  // per world rank (VmHWM)
   GroupBytes sent_bytes;                // per mesh group, summed over ranks (link_traffic.h)
+  std::vector<double> comm_wait_s_per_rank;  // per world rank, as comm_wait_s above
 };
 
 // What the OS measured once the model was loaded and sharded, before the

@@ -39,9 +39,10 @@ void Progress::step(const StepMetrics& m) {
   } else {
     std::fprintf(out_,
                  "step %lld/%lld  loss %.6f  grad_norm %.4f  lr %.3e  tokens/s %.0f  "
-                 "step_time %.3fs  ETA %s\n",
+                 "step_time %.3fs  comm_wait %.3fs  ETA %s\n",
                  static_cast<long long>(m.step), static_cast<long long>(total_), m.loss,
-                 m.grad_norm, m.lr, m.tokens_per_s, m.step_time_s, format_duration(eta).c_str());
+                 m.grad_norm, m.lr, m.tokens_per_s, m.step_time_s, m.comm_wait_s,
+                 format_duration(eta).c_str());
   }
   std::fflush(out_);
 }

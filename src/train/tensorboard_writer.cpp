@@ -152,7 +152,8 @@ void TensorBoardWriter::write(const StepMetrics& m) {
       {"train/tokens", static_cast<double>(m.tokens)},
       {"train/valid_tokens", static_cast<double>(m.valid_tokens)},
       {"train/tokens_per_s", m.tokens_per_s},
-      {"train/step_time_s", m.step_time_s}};
+      {"train/step_time_s", m.step_time_s},
+      {"train/comm_wait_s", m.comm_wait_s}};
   // Only at the steps that gathered every rank's figures (logger.rank_metrics_period).
   if (!m.peak_rss_bytes.empty()) {
     scalars.emplace_back("train/peak_rss_bytes_max", static_cast<double>(max_over_ranks(m.peak_rss_bytes)));

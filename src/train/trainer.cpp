@@ -17,6 +17,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "data/tokenizer.h"
+#include "dist/caller_wait_time.h"
 #include "io/atomic_file.h"
 #include "loss/cross_entropy.h"
 #include "optim/adamw.h"
@@ -308,8 +309,10 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
                 packing_summary(train_set, micro_indices, batches, collate));
     }
     const double lr = optim::lr_at(o.lr_schedule, step);
+    const double waited_before = dist::caller_wait_seconds();
     const StepResult r = train_step(sharded, optimizer, mesh, batches, lr, o.max_grad_norm);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double waited = dist::caller_wait_seconds() - waited_before;
     const GroupBytes sent = difference(sent_bytes(mesh), sent_before);  // the step's own collectives
 
     StepMetrics m;
@@ -322,6 +325,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     m.valid_tokens = r.valid_tokens;
     m.step_time_s = seconds;
     m.tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0.0;
+    m.comm_wait_s = waited;
     // checkpoint_must_save_by: once the time is up the run saves and ends
     // after this step. Rank 0's clock decides for every rank (clocks and
     // step ends differ slightly; all ranks must stop at the same step).
@@ -332,14 +336,16 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     // steps, and at a run's first and last step (the final peak counts every
     // step: VmHWM only grows). Every rank decides alike from the step number.
     if (step == start_step || last || (step + 1) % o.rank_metrics_period == 0) {
-      // One all-gather carries every rank's peak RSS and its step's sends.
+      // One all-gather carries every rank's peak RSS, its step's time in
+      // collectives (microseconds) and its step's sends.
       std::vector<int64_t> mine = flatten(sent);
-      mine.insert(mine.begin(), peak_rss_bytes());
+      mine.insert(mine.begin(), {peak_rss_bytes(), static_cast<int64_t>(std::llround(waited * 1e6))});
       const std::vector<int64_t> all = gather_values(*mesh.world(), mine);
       std::vector<int64_t> traffic;
       for (std::size_t r = 0; r < all.size(); r += mine.size()) {
         m.peak_rss_bytes.push_back(all[r]);
-        traffic.insert(traffic.end(), all.begin() + static_cast<std::ptrdiff_t>(r) + 1,
+        m.comm_wait_s_per_rank.push_back(static_cast<double>(all[r + 1]) * 1e-6);
+        traffic.insert(traffic.end(), all.begin() + static_cast<std::ptrdiff_t>(r) + 2,
                        all.begin() + static_cast<std::ptrdiff_t>(r + mine.size()));
       }
       m.sent_bytes = sum_over_ranks(sent, traffic);
@@ -410,11 +416,20 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     const auto& lastm = steps.back();
     int64_t peak = 0;
     for (auto b : lastm.peak_rss_bytes) peak = std::max(peak, b);
+    double step_s = 0.0, waited_s = 0.0;
+    for (const auto& s : steps) {
+      step_s += s.step_time_s;
+      waited_s += s.comm_wait_s;
+    }
+    const std::string waiting =
+        mesh.world()->size() > 1 && step_s > 0
+            ? fmt::format(", {:.1f}% of step time waiting on collectives (rank 0)", 100.0 * waited_s / step_s)
+            : std::string();
     progress->finish(fmt::format(
-        "done: {} steps in {:.1f}s, loss {:.4f} -> {:.4f}, {:.0f} tokens/s, peak memory {} per "
+        "done: {} steps in {:.1f}s, loss {:.4f} -> {:.4f}, {:.0f} tokens/s{}, peak memory {} per "
         "rank{}",
         steps.size(), total_s, first.loss, lastm.loss,
-        total_s > 0 ? static_cast<double>(run_tokens) / total_s : 0.0, human_bytes(peak),
+        total_s > 0 ? static_cast<double>(run_tokens) / total_s : 0.0, waiting, human_bytes(peak),
         run.write_logs ? fmt::format("; logs in {}", o.log_dir) : std::string()));
   }
   return TrainResult{std::move(steps), std::move(validations), total_steps, std::move(sharded)};

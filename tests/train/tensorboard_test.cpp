@@ -268,7 +268,8 @@ TEST_F(TensorBoardTest, TrainingRunLogsTheMetricsJsonlValues) {
   ASSERT_EQ(events.size(), logged.size());
   const std::vector<std::string> train_keys = {"loss",        "grad_norm",         "lr",
                                                "tokens",      "valid_tokens",      "tokens_per_s",
-                                               "step_time_s", "peak_rss_bytes_max", "inter_node_bytes"};
+                                               "step_time_s", "comm_wait_s", "peak_rss_bytes_max",
+                                               "inter_node_bytes"};
   for (size_t i = 0; i < logged.size(); ++i) {
     const auto& j = logged[i];
     const DecodedEvent& e = events[i];
