@@ -22,7 +22,9 @@
 # machine is noisy: a drift hits both sides), step 1 of every run left out.
 # PyTorch 1.13 is Debian's python3-torch (/usr/bin/python3). Prints ONE JSON
 # object: per layout the median step time and tokens/s over all measured
-# steps, every step, the first losses; and the ratios the issue asks for.
+# steps, every step, the first losses (tessel layouts also the median
+# comm_wait_s: rank 0's time held up by collectives); and the ratios the
+# issue asks for.
 # Usage: bench/vs_pytorch/run.sh [build-dir] [steps] [rounds]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -59,6 +61,8 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 train = [r for r in rows if r.get("split") == "train"]
 print(json.dumps({"step_time_s_each": [r["step_time_s"] for r in train],
+                  # rank 0 held up by collectives (absent from builds before comm_wait_s)
+                  "comm_wait_s_each": [r.get("comm_wait_s") for r in train],
                   "loss_each": [r["loss"] for r in train], "tokens_per_step": train[0]["tokens"]}))
 ' "$log_dir/metrics.jsonl"
 }
@@ -114,6 +118,9 @@ for name, rs in runs.items():
                      "step_time_s_each_run": [r["step_time_s_each"] for r in rs],
                      "first_losses": [r["loss_each"][:3] for r in rs],
                      "torch": rs[0].get("torch")}
+    waits = [w for r in rs for w in r.get("comm_wait_s_each", [None])[1:]]
+    if waits and None not in waits:  # tessel builds that report it
+        summary[name]["comm_wait_s_median"] = round(statistics.median(waits), 4)
 def ratio(a, b):
     return round(summary[a]["tokens_per_s"] / summary[b]["tokens_per_s"], 3) if a in summary and b in summary else None
 print(json.dumps({
