@@ -344,7 +344,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
       std::vector<int64_t> traffic;
       for (std::size_t r = 0; r < all.size(); r += mine.size()) {
         m.peak_rss_bytes.push_back(all[r]);
-        m.comm_wait_s_per_rank.push_back(static_cast<double>(all[r + 1]) * 1e-6);
+        m.comm_wait_s_per_rank.push_back(static_cast<double>(all[r + 1]) / 1e6);
         traffic.insert(traffic.end(), all.begin() + static_cast<std::ptrdiff_t>(r) + 2,
                        all.begin() + static_cast<std::ptrdiff_t>(r + mine.size()));
       }
