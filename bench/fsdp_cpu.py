@@ -15,6 +15,11 @@ median step time and, per rank, milliseconds per step that
   compute_queue  it was runnable but waited for a CPU (another thread had it)
   comm_run       the communication thread ("tessel-comm") ran
   other_run      every other thread of the rank ran
+  compute_blocked  the rest of the step: the compute thread neither ran
+                 nor waited for a CPU (it slept: blocked on a collective)
+
+and, per run, rank 0's median comm_wait_s as tessel reports it
+(metrics.jsonl), to check against rank 0's compute_blocked
 
 (per-step figures: the thread's share of the window times the run's median
 step time). On a machine whose cores all run compute threads, the FSDP step
@@ -66,11 +71,21 @@ def children(pid):
 
 
 def rank_pids(launched, nproc):
-    """The ranks' processes: the program itself for one process; else the
-    children of mpirun, which the program became (tessel train execs it)."""
+    """The ranks' processes in rank order: the program itself for one
+    process; else the children of mpirun, which the program became (tessel
+    train execs it)."""
     if nproc == 1:
         return [launched]
-    return sorted(p for p in children(launched) if read(f"/proc/{p}/comm").strip() == "tessel")
+    ranks = [p for p in children(launched) if read(f"/proc/{p}/comm").strip() == "tessel"]
+    return sorted(ranks, key=world_rank)
+
+
+def world_rank(pid):
+    """The rank mpirun gave the process (its environment), so ranks are listed in rank order."""
+    for entry in read(f"/proc/{pid}/environ").split("\0"):
+        if entry.startswith("OMPI_COMM_WORLD_RANK="):
+            return int(entry.split("=", 1)[1])
+    return pid
 
 
 def read(path):
@@ -132,8 +147,15 @@ def measure(binary, model, nproc, steps, window, log_dir):
                 per_step["comm_run"] += share(run1 - run0)
             else:
                 per_step["other_run"] += share(run1 - run0)
+        # Neither running nor runnable: asleep, i.e. blocked (on collectives, in FSDP).
+        per_step["compute_blocked"] = step_s * 1000.0 - per_step["compute_run"] - per_step["compute_queue"]
         ranks.append({k: round(v, 1) for k, v in per_step.items()})
-    return {"nproc": nproc, "step_s": round(step_s, 4), "window_s": round(elapsed, 2), "ranks": ranks}
+    # What tessel itself reports for rank 0 (comm_wait_s, dist/caller_wait_time.h):
+    # a figure to check against rank 0's compute_blocked from the OS.
+    waits = [r["comm_wait_s"] for r in rows[1:] if "comm_wait_s" in r]
+    reported = round(1000.0 * statistics.median(waits), 1) if waits else None
+    return {"nproc": nproc, "step_s": round(step_s, 4), "window_s": round(elapsed, 2), "ranks": ranks,
+            "rank0_comm_wait_reported_ms": reported}
 
 
 def main():
@@ -162,7 +184,7 @@ def main():
         "step_ms": {n: round(1000 * statistics.median(run["step_s"] for run in runs if run["nproc"] == n), 1)
                     for n in (1, 2)},
         **{f"{key}_ms": {n: mean_over(n, key) for n in (1, 2)}
-           for key in ("compute_run", "compute_queue", "comm_run", "other_run")},
+           for key in ("compute_run", "compute_queue", "compute_blocked", "comm_run", "other_run")},
     }
     print(json.dumps({"bench": "fsdp_cpu", "model": "bench/configs/llama-31m", "seq": 256,
                       "micro_batch_per_rank": 2, "cores": os.cpu_count(),
