@@ -1,7 +1,10 @@
 #include "fsdp/fully_shard.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/variable.h>
 
+#include <optional>
+#include <string_view>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -39,6 +42,24 @@ const FSDPParam* owning_param(const at::Tensor& t,
   return nullptr;
 }
 
+// A tensor fully_shard took keeps a mark in its autograd name (the debugging
+// name libtorch keeps on every tensor; nothing else in tessel sets it), so a
+// module that still holds it after its group replaced it everywhere it could
+// see (a tie to a module outside the group: a sibling group, or a root
+// sharded later) is refused. The mark lives and dies with the tensor: no
+// table of groups is kept.
+constexpr std::string_view kTakenMark = "tessel.fsdp.taken: ";
+
+void mark_taken(const at::Tensor& original, const std::string& owner) {
+  torch::autograd::impl::set_name(original, std::string(kTakenMark) + owner);
+}
+
+std::optional<std::string> taken_by(const at::Tensor& t) {
+  const std::string& name = t.name();
+  if (name.rfind(kTakenMark, 0) != 0) return std::nullopt;
+  return name.substr(kTakenMark.size());
+}
+
 }  // namespace
 
 FSDPModule fully_shard(nn::Module& module, const FSDPMesh& mesh, FSDPOptions options) {
@@ -50,9 +71,8 @@ FSDPModule fully_shard(nn::Module& module, const FSDPMesh& mesh, FSDPOptions opt
   const int world = mesh.shard_size();
   const int rank = mesh.shard()->rank();
   // The groups already applied below this module: a parameter of theirs met
-  // again here is tied across groups. (Groups are applied bottom-up, the
-  // root last; a tie between two sibling groups with no sharded ancestor in
-  // common is not seen here, since no process-wide table of groups exists.)
+  // again here is tied across groups (a group elsewhere is recognised by the
+  // mark it left on the tensors it took, taken_by()).
   const auto existing = states_in_subtree(module);
 
   std::vector<std::unique_ptr<FSDPParam>> params;
@@ -75,6 +95,13 @@ FSDPModule fully_shard(nn::Module& module, const FSDPMesh& mesh, FSDPOptions opt
             "of the tied parameters, so both fall to a common ancestor's group (the root keeps "
             "a tied embedding and lm_head together)",
             describe(module), fqn, other->fqn(), other_group->name()));
+      }
+      if (const auto owner = taken_by(t)) {
+        throw Error(fmt::format(
+            "fully_shard({}): parameter '{}' is the same tensor as {}. Tied parameters must live in one parameter "
+            "group: shard a common ancestor of both modules instead of each of them (the root keeps a tied "
+            "embedding and lm_head together)",
+            describe(module), fqn, *owner));
       }
       if (is_shard_storage(t)) {
         throw Error(fmt::format(
@@ -109,6 +136,13 @@ FSDPModule fully_shard(nn::Module& module, const FSDPMesh& mesh, FSDPOptions opt
     group = std::make_unique<FSDPParamGroup>(describe(module), std::move(params), originals, mesh,
                                              options);
     group->use_sharded_params();
+  }
+  // Marked only now that the group exists: a failed fully_shard leaves them as they were.
+  if (group) {
+    for (size_t i = 0; i < originals.size(); ++i) {  // the group keeps the params in the order they were found
+      mark_taken(originals[i], fmt::format("'{}', which fully_shard({}) already took", group->params()[i]->fqn(),
+                                           group->name()));
+    }
   }
   originals.clear();
   auto state = std::make_shared<FSDPState>(module, std::move(group), options.mp_policy);

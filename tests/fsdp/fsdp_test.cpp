@@ -116,6 +116,22 @@ TEST(FullyShard, TiedParametersInDifferentGroupsAreAnError) {
   }
 }
 
+TEST(FullyShard, TiedParametersInSiblingGroupsAreAnError) {
+  // Neither group is below the other: the embedding's group marked the
+  // tensor it took, and lm_head still holds that tensor.
+  auto model = make_model(9, 1, 7);
+  fully_shard(model->embed_tokens(), world_mesh());
+  try {
+    fully_shard(model->lm_head(), world_mesh());
+    FAIL() << "expected an error for lm_head tied to the separately sharded embedding";
+  } catch (const tessel::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("lm_head.weight"), std::string::npos) << what;
+    EXPECT_NE(what.find("embed_tokens.weight"), std::string::npos) << what;
+    EXPECT_NE(what.find("Tied parameters must live in one parameter group"), std::string::npos) << what;
+  }
+}
+
 TEST(FullyShard, TopDownOrderIsAnError) {
   auto model = make_model(9, 1, 7);
   fully_shard(*model, world_mesh());
