@@ -24,8 +24,7 @@ at::Tensor alias_leaf(const at::Tensor& flat, int64_t offset, at::IntArrayRef sh
 
 FSDPParam::FSDPParam(std::string fqn, const at::Tensor& original, int shard_world, int shard_rank)
     : fqn_(std::move(fqn)),
-      global_shape_(original.sizes().vec()),
-      original_(original.getIntrusivePtr()) {
+      global_shape_(original.sizes().vec()) {
   TESSEL_CHECK(
       at::isFloatingType(original.scalar_type()),
       "fully_shard: parameter '{}' has dtype {}; FSDP shards floating-point parameters only", fqn_,
@@ -41,15 +40,6 @@ FSDPParam::FSDPParam(std::string fqn, const at::Tensor& original, int shard_worl
   padded_rows_ = tensor::max_chunk(dim0_, shard_world);
   local_rows_ = tensor::chunk_size(dim0_, shard_world, shard_rank);
   dim0_offset_ = tensor::chunk_offset(dim0_, shard_world, shard_rank);
-}
-
-bool FSDPParam::is_original(const at::Tensor& t) const {
-  // The weak reference keeps the TensorImpl's address from being reused.
-  return !original_.expired() && original_._unsafe_get_target() == t.unsafeGetTensorImpl();
-}
-
-bool FSDPParam::is_same_parameter(const at::Tensor& t) const {
-  return t.is_same(sharded_) || t.is_same(unsharded_) || is_original(t);
 }
 
 std::vector<int64_t> FSDPParam::sharded_shape() const {

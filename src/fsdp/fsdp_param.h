@@ -63,12 +63,6 @@ class FSDPParam {
   const at::Tensor& unsharded_param() const { return unsharded_; }
   std::vector<int64_t> sharded_shape() const;
 
-  // Whether t is the tensor this parameter was built from (ties are found by
-  // tensor identity; the original may already be gone).
-  bool is_original(const at::Tensor& t) const;
-  // Whether t is the original, the sharded or the unsharded param.
-  bool is_same_parameter(const at::Tensor& t) const;
-
   std::vector<Registration>& registrations() { return registrations_; }
   const std::vector<Registration>& registrations() const { return registrations_; }
 
@@ -85,7 +79,6 @@ class FSDPParam {
   int64_t local_rows_ = 0;
   int64_t dim0_offset_ = 0;
   int64_t shard_offset_ = 0;
-  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> original_;
   at::Tensor sharded_;
   at::Tensor unsharded_;
   std::vector<Registration> registrations_;

@@ -25,29 +25,12 @@ std::string describe(const nn::Module& m) {
   return m.path().empty() ? std::string("<root ") + m.name() + ">" : m.path();
 }
 
-// The existing group parameter `t` belongs to, if any.
-const FSDPParam* owning_param(const at::Tensor& t,
-                              const std::vector<std::shared_ptr<FSDPState>>& states,
-                              const FSDPParamGroup** group) {
-  for (const auto& s : states) {
-    const FSDPParamGroup* g = s->param_group();
-    if (g == nullptr) continue;
-    for (const FSDPParam* p : g->params()) {
-      if (p->is_same_parameter(t)) {
-        *group = g;
-        return p;
-      }
-    }
-  }
-  return nullptr;
-}
-
 // A tensor fully_shard took keeps a mark in its autograd name (the debugging
 // name libtorch keeps on every tensor; nothing else in tessel sets it), so a
 // module that still holds it after its group replaced it everywhere it could
-// see (a tie to a module outside the group: a sibling group, or a root
-// sharded later) is refused. The mark lives and dies with the tensor: no
-// table of groups is kept.
+// see (tied to a module outside the group, whichever group that falls to)
+// is refused, naming the group that took it. The mark lives and dies with
+// the tensor: no table of groups is kept.
 constexpr std::string_view kTakenMark = "tessel.fsdp.taken: ";
 
 void mark_taken(const at::Tensor& original, const std::string& owner) {
@@ -70,10 +53,6 @@ FSDPModule fully_shard(nn::Module& module, const FSDPMesh& mesh, FSDPOptions opt
   }
   const int world = mesh.shard_size();
   const int rank = mesh.shard()->rank();
-  // The groups already applied below this module: a parameter of theirs met
-  // again here is tied across groups (a group elsewhere is recognised by the
-  // mark it left on the tensors it took, taken_by()).
-  const auto existing = states_in_subtree(module);
 
   std::vector<std::unique_ptr<FSDPParam>> params;
   std::vector<at::Tensor> originals;
@@ -86,21 +65,12 @@ FSDPModule fully_shard(nn::Module& module, const FSDPMesh& mesh, FSDPOptions opt
       const at::Tensor& t = item.value();
       if (!t.defined()) continue;
       const std::string fqn = join_path(module.path(), join_path(rel, item.key()));
-      const FSDPParamGroup* other_group = nullptr;
-      if (const FSDPParam* other = owning_param(t, existing, &other_group)) {
-        throw Error(fmt::format(
-            "fully_shard({}): parameter '{}' is the same tensor as '{}', which "
-            "fully_shard({}) already manages. Tied parameters must live in one parameter "
-            "group: apply fully_shard bottom-up and do not shard a module that holds only one "
-            "of the tied parameters, so both fall to a common ancestor's group (the root keeps "
-            "a tied embedding and lm_head together)",
-            describe(module), fqn, other->fqn(), other_group->name()));
-      }
       if (const auto owner = taken_by(t)) {
         throw Error(fmt::format(
             "fully_shard({}): parameter '{}' is the same tensor as {}. Tied parameters must live in one parameter "
-            "group: shard a common ancestor of both modules instead of each of them (the root keeps a tied "
-            "embedding and lm_head together)",
+            "group: apply fully_shard bottom-up and do not shard a module that holds only one of the tied "
+            "parameters, so both fall to a common ancestor's group (the root keeps a tied embedding and lm_head "
+            "together)",
             describe(module), fqn, *owner));
       }
       if (is_shard_storage(t)) {
