@@ -7,6 +7,8 @@
 #include <deque>
 #include <mutex>
 
+#include "fsdp/fsdp_common.h"
+
 namespace tessel::fsdp {
 
 struct BufferPool::State {
@@ -65,10 +67,7 @@ c10::DataPtr BufferPool::allocate_bytes(size_t bytes) const {
 }
 
 at::Tensor BufferPool::empty(int64_t numel, at::ScalarType dtype) const {
-  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, allocate_bytes(bytes), /*allocator=*/nullptr,
-                       /*resizable=*/false);
-  return at::empty({0}, at::TensorOptions().dtype(dtype)).set_(storage, 0, {numel}, {1});
+  return flat_tensor_over(allocate_bytes(static_cast<size_t>(numel) * c10::elementSize(dtype)), numel, dtype);
 }
 
 int64_t BufferPool::free_bytes() const {

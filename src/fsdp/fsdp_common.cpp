@@ -45,16 +45,20 @@ void free_shard_storage(void* context) { delete static_cast<c10::DataPtr*>(conte
 
 }  // namespace
 
+at::Tensor flat_tensor_over(c10::DataPtr data, int64_t numel, at::ScalarType dtype) {
+  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(data), /*allocator=*/nullptr,
+                       /*resizable=*/false);
+  return at::empty({0}, at::TensorOptions().dtype(dtype)).set_(storage, 0, {numel}, {1});
+}
+
 at::Tensor new_shard_storage(int64_t numel) {
   const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
   auto block = std::make_unique<c10::DataPtr>(c10::GetCPUAllocator()->allocate(bytes));
   void* data = block->get();
   const c10::Device device = block->device();
   c10::DataPtr marked(data, block.release(), &free_shard_storage, device);
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(marked), /*allocator=*/nullptr,
-                       /*resizable=*/false);
-  at::Tensor flat = at::empty({0}, at::TensorOptions().dtype(at::kFloat)).set_(storage, 0, {numel}, {1});
-  return flat.zero_();
+  return flat_tensor_over(std::move(marked), numel, at::kFloat).zero_();
 }
 
 bool is_shard_storage(const at::Tensor& t) {

@@ -33,6 +33,11 @@ void alloc_storage(const at::Tensor& t, c10::Allocator* allocator = nullptr);
 bool storage_is_allocated(const at::Tensor& t);
 int64_t tensor_bytes(const at::Tensor& t);
 
+// A flat tensor [numel] of `dtype` over memory someone else allocated (its
+// deleter frees it): how the buffer pool and the shard storage hand out
+// memory of their own.
+at::Tensor flat_tensor_over(c10::DataPtr data, int64_t numel, at::ScalarType dtype);
+
 // A group's flat fp32 shard storage, zeroed, from the CPU allocator, with a
 // deleter of FSDP's own: is_shard_storage(t) tells, from the tensor alone,
 // that t's memory is a group's shards, i.e. that t is a parameter some
