@@ -14,7 +14,7 @@ const std::vector<std::string>& dtensor_cfg_keys() {
   static const std::vector<std::string> keys = {
       "_v2", "enabled", "tensor_parallel_size", "context_parallel_size", "expert_parallel_size",
       "dp_replicate_size", "sequence_parallel", "activation_checkpointing", "cpu_offload",
-      "custom_parallel_plan", "accumulate_unsharded_grads",
+      "custom_parallel_plan", "accumulate_unsharded_grads", "node_shared_params",
       // The reference's; accepted so that its recipes load, refused (below)
       // when set to anything tessel would have to ignore.
       "env_vars", "automodel_kwargs", "lora_cfg"};
@@ -106,6 +106,7 @@ ParallelismConfig parallelism_from(const Config& config) {
     out.sequence_parallel = flag(*section, d, "sequence_parallel", false);
     out.activation_checkpointing = flag(*section, d, "activation_checkpointing", false);
     out.accumulate_unsharded_grads = flag(*section, d, "accumulate_unsharded_grads", false);
+    out.node_shared_params = flag(*section, d, "node_shared_params", false);
     if (const Config* plan = section->child("custom_parallel_plan"); plan && !plan->is_null()) {
       CustomPlanSpec spec;
       if (plan->kind() == Kind::String) {

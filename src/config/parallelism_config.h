@@ -39,6 +39,10 @@ struct ParallelismConfig {
   // unsharded gradients on every rank until the last micro batch, trading
   // DDP-sized gradient memory for fewer collectives.
   bool accumulate_unsharded_grads = false;
+  // Not a reference key. FSDP's unsharded parameters held once per node in
+  // shared memory instead of gathered by every rank (fsdp::FSDPOptions::
+  // node_shared_params): CPU runs whose FSDP shard group is one machine.
+  bool node_shared_params = false;
   std::optional<CustomPlanSpec> custom_parallel_plan;  // null / absent -> none
   int64_t num_nodes = 1;
   int64_t gpus_per_node = 1;  // processes per node on CPU

@@ -78,6 +78,18 @@ struct FSDPOptions {
   // forward: its backward starts right away.
   std::variant<bool, int> reshard_after_forward = true;
   MixedPrecisionPolicy mp_policy;
+  // Node-shared parameters (CPU, every rank of the shard group on one
+  // machine): the group's unsharded parameters live once per node, in memory
+  // all its ranks map (dist/node_shared_memory.h), instead of once per rank.
+  // Each rank writes its own rows there at the root's pre-forward (between two
+  // barriers of the shard group: nobody still reads the last values, everybody
+  // sees all the new ones), and forward and backward compute straight from it:
+  // no all-gathers, no re-gathers, nothing freed after forward
+  // (reshard_after_forward must stay true). Gradients are reduce-scattered as
+  // usual. The node holds each group's unsharded parameters once for the whole
+  // run; with many ranks per node that is less than each rank's transient
+  // copies (about three layers plus the root group per rank).
+  bool node_shared_params = false;
 };
 
 }  // namespace tessel::fsdp

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
+#include "dist/node_shared_memory.h"
 #include "fsdp/fsdp_collectives.h"
 #include "nn/module.h"
 
@@ -48,14 +49,33 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
   }
   at::NoGradGuard no_grad;
   local_flat_ = new_shard_storage(local_numel_);
+  if (options.node_shared_params && std::holds_alternative<int>(options.reshard_after_forward)) {
+    throw UsageError(fmt::format(
+        "fully_shard({}): node_shared_params keeps the parameters on the node for the whole step; "
+        "reshard_after_forward = {} (a slice kept over a subgroup) does not apply: leave it true",
+        name_, std::get<int>(options.reshard_after_forward)));
+  }
   // A one-rank group in fp32 computes on its shards: its padded layout is the
   // unsharded layout (no padding over one rank), so the all-gather would be a
-  // copy of the same bytes. Otherwise the unsharded buffer gets memory only
-  // while unsharded.
+  // copy of the same bytes. A node-shared group's unsharded buffer is memory
+  // its shard group maps for the group's lifetime. Otherwise the unsharded
+  // buffer gets memory only while unsharded.
   computes_on_shards_ = world_ == 1 && param_dtype_ == at::kFloat;
-  unsharded_flat_ = computes_on_shards_
-                        ? local_flat_
-                        : unallocated_flat(world_ * local_numel_, at::TensorOptions().dtype(param_dtype_));
+  node_shared_ = options.node_shared_params && world_ > 1;
+  if (node_shared_) {
+    post_forward_mode_ = PostForward::Keep;
+    const int64_t numel = world_ * local_numel_;
+    unsharded_flat_ = flat_tensor_over(
+        dist::allocate_node_shared(*mesh_.shard(), static_cast<size_t>(numel) * c10::elementSize(param_dtype_),
+                                   fmt::format("fully_shard({}) with node_shared_params", name_)),
+        numel, param_dtype_);
+    // This rank's share of the node's copy.
+    track_alloc(Buffer::UnshardedParams, tensor_bytes(unsharded_flat_) / world_);
+  } else {
+    unsharded_flat_ = computes_on_shards_
+                          ? local_flat_
+                          : unallocated_flat(world_ * local_numel_, at::TensorOptions().dtype(param_dtype_));
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i]->init_sharded(local_flat_, originals[i]);
     params_[i]->init_unsharded(unsharded_flat_, world_);
@@ -83,9 +103,21 @@ void FSDPParamGroup::set_memory_tracker(std::shared_ptr<MemoryTracker> tracker) 
 
 // --- unshard / reshard -------------------------------------------------------
 
+void FSDPParamGroup::publish_own_rows() {
+  TESSEL_CHECK(node_shared_, "fully_shard({}): publish_own_rows without node-shared parameters", name_);
+  at::NoGradGuard no_grad;
+  const int rank = mesh_.shard()->rank();
+  for (const FSDPParam* p : param_ptrs_) {
+    const int64_t rows = p->padded_shard_numel();
+    unsharded_flat_.narrow(0, world_ * p->shard_offset() + rank * rows, rows)
+        .copy_(local_flat_.narrow(0, p->shard_offset(), rows));
+  }
+  sharded_state_ = ShardedState::Unsharded;
+}
+
 void FSDPParamGroup::unshard() {
   if (sharded_state_ == ShardedState::Unsharded || in_flight_) return;
-  if (computes_on_shards_) {
+  if (computes_on_shards_ || node_shared_) {
     sharded_state_ = ShardedState::Unsharded;
     return;
   }
@@ -125,7 +157,7 @@ void FSDPParamGroup::wait_for_unshard() {
 
 void FSDPParamGroup::reshard() {
   wait_for_unshard();
-  if (sharded_state_ == ShardedState::Unsharded && !computes_on_shards_) {
+  if (sharded_state_ == ShardedState::Unsharded && !computes_on_shards_ && !node_shared_) {
     free_storage(unsharded_flat_);
     track_free(Buffer::UnshardedParams, unsharded_param_bytes());
   }

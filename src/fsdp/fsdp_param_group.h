@@ -12,7 +12,7 @@
 // ordering live in FSDPState (fsdp_state.h).
 //
 // Memory (SPEC 4's contract): the unsharded buffer has memory only while
-// unsharded; the packed reduce-scatter input is allocated after the
+// unsharded (a node-shared group's, opt-in, always: once per node); the packed reduce-scatter input is allocated after the
 // unsharded params are freed and freed itself as soon as its reduce-scatter
 // completes; the reduced buffer becomes the sharded .grad (views, no copy).
 // A one-rank group computes on its shards (fp32: no gather, no copy) and,
@@ -62,6 +62,14 @@ class FSDPParamGroup {
   PostForward post_forward_mode() const { return post_forward_mode_; }
   // Root groups stay unsharded after forward (FSDPState sets this).
   void set_keep_unsharded_after_forward() { post_forward_mode_ = PostForward::Keep; }
+
+  // Node-shared parameters (FSDPOptions::node_shared_params): the unsharded
+  // buffer is node-shared memory. publish_own_rows() writes this rank's shards
+  // into it; the caller brackets it with barriers of the shard group
+  // (FSDPState's root pre-forward). unshard() and reshard() then only mark the
+  // state: nothing is gathered or freed.
+  bool node_shared() const { return node_shared_; }
+  void publish_own_rows();
 
   // --- unshard / reshard -------------------------------------------------
   // Issues the all-gather (async) unless unsharded or already in flight.
@@ -156,6 +164,7 @@ class FSDPParamGroup {
   at::Tensor local_flat_;             // [L] fp32, the sharded params alias it
   at::Tensor unsharded_flat_;         // [W*L] param_dtype, the unsharded params alias it
   bool computes_on_shards_ = false;   // unsharded_flat_ is local_flat_ (one rank, fp32)
+  bool node_shared_ = false;          // unsharded_flat_ is node-shared memory
   at::Tensor post_forward_slice_;     // [W*L/k] when ShardedPostForward
   at::Tensor partial_reduce_output_;  // HSDP: reduce-scattered, not yet all-reduced
 

@@ -41,6 +41,14 @@
 //                 reduce-scatters and the HSDP all-reduces, divides, hands the
 //                 results to the sharded params' fp32 .grad, reshards
 //                 everything, swaps the sharded params back into the modules.
+// Node-shared parameters (FSDPOptions::node_shared_params): a group's
+// unsharded buffer is memory every rank of its shard group maps. The root's
+// pre-forward publishes (publish_node_shared): barrier, each rank copies its
+// shards into its rows, barrier. The first barrier is what makes the copy
+// safe: every rank has entered this forward, so none still reads the last
+// values (their previous backward, activation recompute included, is over).
+// Such groups are then unsharded for the whole pass: unshard() and reshard()
+// only move the state, the buffer is never freed, backward gathers nothing.
 // Every rank runs the same modules in the same order, so collectives are
 // issued in the same order everywhere.
 #include "fsdp/fsdp_state.h"
@@ -98,6 +106,22 @@ std::vector<std::shared_ptr<FSDPState>> states_in_subtree(torch::nn::Module& mod
     if (auto s = find_state(m)) result.push_back(std::move(s));
   });
   return result;
+}
+
+void publish_node_shared(const std::vector<FSDPState*>& states) {
+  std::vector<FSDPParamGroup*> groups;
+  std::vector<dist::Communicator*> comms;  // in the same order on every rank: the states' order
+  for (FSDPState* s : states) {
+    FSDPParamGroup* g = s->param_group();
+    if (g == nullptr || !g->node_shared()) continue;
+    groups.push_back(g);
+    dist::Communicator* c = g->mesh().shard().get();
+    if (std::find(comms.begin(), comms.end(), c) == comms.end()) comms.push_back(c);
+  }
+  if (groups.empty()) return;
+  for (dist::Communicator* c : comms) c->barrier();
+  for (FSDPParamGroup* g : groups) g->publish_own_rows();
+  for (dist::Communicator* c : comms) c->barrier();
 }
 
 FSDPState::FSDPState(nn::Module& module, std::unique_ptr<FSDPParamGroup> group,
@@ -177,6 +201,9 @@ nn::Tensors FSDPState::pre_forward(nn::Tensors inputs) {
     if (!context_->forward_order.empty()) context_->prev_forward_order = context_->forward_order;
     context_->forward_order.clear();
     context_->post_forward_order.clear();
+    // Node-shared groups take the shards as they are now (the optimizer, a
+    // loaded checkpoint may have changed them) for this whole pass.
+    publish_node_shared(context_->states);
   }
   context_->forward_order.push_back(this);
   const bool grad = at::GradMode::is_enabled();

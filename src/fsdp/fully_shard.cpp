@@ -148,6 +148,10 @@ void FSDPModule::set_requires_all_reduce(bool enabled, bool recurse) {
 
 void FSDPModule::unshard() {
   if (auto* g = state_->param_group()) {
+    if (g->node_shared()) {
+      publish_node_shared({state_.get()});
+      return;
+    }
     g->unshard();
     g->wait_for_unshard();
   }

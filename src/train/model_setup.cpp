@@ -179,6 +179,7 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
   fsdp_mesh.set_gradient_divide_factor(1);
   fsdp::FSDPOptions fsdp_options;
   fsdp_options.reshard_after_forward = options.reshard_after_forward;
+  fsdp_options.node_shared_params = parallelism.node_shared_params;
   if (options.precision == "bfloat16") {
     fsdp_options.mp_policy.param_dtype = at::kBFloat16;
     fsdp_options.mp_policy.reduce_dtype = at::kFloat;

@@ -31,6 +31,7 @@ struct ParityConfig {
   int layers = 3;
   uint64_t seed = 1234;
   bool activation_checkpointing = false;  // on the decoder layers (FSDP run only)
+  bool node_shared_params = false;        // FSDPOptions::node_shared_params (FSDP run only)
 };
 
 struct Counts {
@@ -169,6 +170,7 @@ inline RunResult run_fsdp(const ParityConfig& s) {
   FSDPOptions layer_options{s.reshard_after_forward, s.mp};
   layer_options.mp_policy.output_dtype.reset();
   FSDPOptions root_options{s.reshard_after_forward, s.mp};
+  layer_options.node_shared_params = root_options.node_shared_params = s.node_shared_params;
   std::vector<FSDPModule> layers;
   for (const auto& layer : model->decoder_layers()) {
     layer->set_activation_checkpointing(s.activation_checkpointing);

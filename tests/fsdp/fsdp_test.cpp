@@ -165,6 +165,19 @@ TEST(FullyShard, InvalidReshardGroupSize) {
   EXPECT_THROW(fully_shard(*model->decoder_layers()[0], world_mesh(), options), tessel::UsageError);
 }
 
+TEST(FullyShard, NodeSharedParamsRefuseASliceKeptAfterForward) {
+  auto model = make_model(9, 1, 7);
+  FSDPOptions options;
+  options.reshard_after_forward = 1;
+  options.node_shared_params = true;
+  try {
+    fully_shard(*model->decoder_layers()[0], world_mesh(), options);
+    FAIL() << "no error";
+  } catch (const tessel::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("node_shared_params"), std::string::npos) << e.what();
+  }
+}
+
 TEST(FsdpParityWorld1, MatchesPlainTraining) {
   if (dist::world()->size() != 1) GTEST_SKIP();
   ParityConfig s;

@@ -129,6 +129,8 @@ const std::map<std::string, Probe>& probes() {
       {"policy.dtensor_cfg.accumulate_unsharded_grads",
        {{}, {"policy.dtensor_cfg.accumulate_unsharded_grads=true"},
         PARALLEL_FIELD(accumulate_unsharded_grads)}},
+      {"policy.dtensor_cfg.node_shared_params",
+       {{}, {"policy.dtensor_cfg.node_shared_params=true"}, PARALLEL_FIELD(node_shared_params)}},
       {"policy.dtensor_cfg.env_vars", {{}, {"+policy.dtensor_cfg.env_vars={NCCL_DEBUG: INFO}"}, {}}},
       {"policy.dtensor_cfg.automodel_kwargs",
        {{}, {"+policy.dtensor_cfg.automodel_kwargs={use_liger_kernel: true}"}, {}}},

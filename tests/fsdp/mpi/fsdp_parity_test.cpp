@@ -206,6 +206,44 @@ TEST(FsdpParity, ShardedStateDict) {
   }
 }
 
+// Node-shared parameters (every rank of these tests runs on one machine): the
+// run of one process, with no all-gather at all, for FSDP and HSDP, bf16
+// compute, activation checkpointing and micro batches without reduction.
+TEST(FsdpParity, NodeSharedParams) {
+  for (int replicate : {1, 2}) {
+    if (world_size() % replicate != 0 || world_size() / replicate < 2) continue;
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE(::testing::Message() << "replicate " << replicate << ", variant " << variant);
+      ParityConfig s;
+      s.replicate = replicate;
+      s.node_shared_params = true;
+      s.steps = 4;
+      double loss_rtol = kLossRtol, param_rtol = kParamRtol, param_atol = kParamAtol;
+      if (variant == 1) {
+        s.mp.param_dtype = at::kBFloat16;
+        s.mp.reduce_dtype = at::kFloat;
+        loss_rtol = kBf16LossRtol;
+        param_rtol = param_atol = kBf16ParamTol;
+      } else if (variant == 2) {
+        s.activation_checkpointing = true;
+        s.microbatches = 2;
+        s.accumulation = Accumulation::NoGradientSync;
+      }
+      const RunResult want = run_reference(world_size(), s);
+      const RunResult got = run_fsdp(s);
+      expect_close_losses(got, want, loss_rtol);
+      expect_close_params(got, want, param_rtol, param_atol);
+      expect_every_embedding_row_changed(got);
+      for (size_t i = 0; i < got.counts.size(); ++i) {
+        EXPECT_EQ(got.counts[i].forward_all_gathers, 0) << "microbatch " << i;
+        EXPECT_EQ(got.counts[i].backward_all_gathers, 0) << "microbatch " << i;
+        const bool reduces = s.accumulation != Accumulation::NoGradientSync || i % 2 == 1;
+        EXPECT_EQ(got.counts[i].reduce_scatters, reduces ? s.layers + 1 : 0) << "microbatch " << i;
+      }
+    }
+  }
+}
+
 // Reduce as you go: when backward reaches the first layer's input (all
 // later layers done), the later layers' reduce-scatters have completed, their
 // packed inputs are freed and their HSDP all-reduces issued, while backward
