@@ -26,7 +26,11 @@ step time). On a machine whose cores all run compute threads, the FSDP step
 exceeds the one-process step by what its compute thread does more plus what
 it waits for a core; the comm thread's CPU is what it mostly waits for.
 
-Usage: python3 bench/fsdp_cpu.py [--build build/ci] [--steps 16] [--window 5] [--rounds 2]
+With --node-shared the FSDP runs use node-shared parameters
+(policy.dtensor_cfg.node_shared_params: no all-gathers, the parameters read
+from memory both ranks map).
+
+Usage: python3 bench/fsdp_cpu.py [--build build/ci] [--steps 16] [--window 5] [--rounds 2] [--node-shared]
 """
 
 import argparse
@@ -41,7 +45,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def train_command(binary, model, nproc, steps, log_dir):
+def train_command(binary, model, nproc, steps, log_dir, extra):
     return [
         binary, "train", os.path.join(ROOT, "examples/configs/sft.yaml"),
         f"policy.model_name={model}", f"policy.tokenizer.name={model}",
@@ -51,7 +55,7 @@ def train_command(binary, model, nproc, steps, log_dir):
         "data.train.dataset_name=synthetic", "~data.validation", "sft.max_num_epochs=1",
         f"sft.max_num_steps={steps}", "sft.val_period=0", "sft.val_at_start=false",
         "sft.val_at_end=false", "checkpointing.enabled=false", f"logger.log_dir={log_dir}",
-        f"cluster.gpus_per_node={nproc}", "--nproc", str(nproc), "--no-print-config",
+        f"cluster.gpus_per_node={nproc}", *extra, "--nproc", str(nproc), "--no-print-config",
     ]
 
 
@@ -109,10 +113,10 @@ def snapshot(pids):
     return shot
 
 
-def measure(binary, model, nproc, steps, window, log_dir):
+def measure(binary, model, nproc, steps, window, log_dir, extra):
     env = dict(os.environ, TESSEL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     with open(log_dir + ".log", "w") as log:
-        proc = subprocess.Popen(train_command(binary, model, nproc, steps, log_dir), stdout=log,
+        proc = subprocess.Popen(train_command(binary, model, nproc, steps, log_dir, extra), stdout=log,
                                 stderr=subprocess.STDOUT, env=env)
     deadline = time.time() + 600
     while len(train_rows(log_dir)) < 3:  # steady state: past the first steps' allocations
@@ -164,6 +168,8 @@ def main():
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--window", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--node-shared", action="store_true",
+                        help="FSDP runs with policy.dtensor_cfg.node_shared_params=true")
     args = parser.parse_args()
     binary = os.path.join(ROOT, args.build, "bin", "tessel")
     if not os.access(binary, os.X_OK):
@@ -175,8 +181,9 @@ def main():
     runs = []
     for r in range(args.rounds):
         for nproc in (1, 2):
+            extra = ["policy.dtensor_cfg.node_shared_params=true"] if args.node_shared and nproc > 1 else []
             runs.append(dict(round=r, **measure(binary, model, nproc, args.steps, args.window,
-                                                os.path.join(out, f"n{nproc}.{r}"))))
+                                                os.path.join(out, f"n{nproc}.{r}"), extra)))
     def mean_over(nproc, key):
         values = [rank[key] for run in runs if run["nproc"] == nproc for rank in run["ranks"]]
         return round(statistics.mean(values), 1)
@@ -187,7 +194,7 @@ def main():
            for key in ("compute_run", "compute_queue", "compute_blocked", "comm_run", "other_run")},
     }
     print(json.dumps({"bench": "fsdp_cpu", "model": "bench/configs/llama-31m", "seq": 256,
-                      "micro_batch_per_rank": 2, "cores": os.cpu_count(),
+                      "micro_batch_per_rank": 2, "cores": os.cpu_count(), "node_shared_params": args.node_shared,
                       "load_before": os.getloadavg()[0], "runs": runs, "summary": summary}))
 
 

@@ -7,6 +7,8 @@
 #
 #   tessel_1        tessel train, 1 process
 #   tessel_fsdp2    tessel train, FSDP over 2 processes (2 sequences per rank)
+#   tessel_fsdp2_node_shared  the same with node-shared parameters
+#                   (policy.dtensor_cfg.node_shared_params: no all-gathers)
 #   torch_1         PyTorch, 1 process                 (peer_llama.py --mode single)
 #   torch_ddp2      PyTorch DDP over gloo, 2 processes (peer_llama.py --mode ddp)
 #   torch2_1, torch2_fsdp2  PyTorch 2.x, 1 process; fully_shard over gloo, 2
@@ -42,8 +44,8 @@ model="$out/model"
 seq=256
 mb=2
 
-tessel_run() {  # name nproc round [binary]
-  local name=$1 nproc=$2 log_dir="$out/$1.$3" exe=${4:-$bin}
+tessel_run() {  # name nproc round [binary [extra overrides...]]
+  local name=$1 nproc=$2 log_dir="$out/$1.$3" exe=${4:-$bin} extra=("${@:5}")
   # One compute thread per rank on both sides, the BLAS pool included (tessel
   # sets it from TESSEL_NUM_THREADS; older builds need the variable).
   TESSEL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$exe" train "$root/examples/configs/sft.yaml" \
@@ -53,7 +55,7 @@ tessel_run() {  # name nproc round [binary]
     policy.precision=float32 policy.dtensor_cfg.dp_replicate_size=1 \
     data.train.dataset_name=synthetic '~data.validation' sft.max_num_epochs=1 \
     "sft.max_num_steps=$steps" sft.val_period=0 sft.val_at_start=false sft.val_at_end=false \
-    checkpointing.enabled=false "logger.log_dir=$log_dir" "cluster.gpus_per_node=$nproc" \
+    checkpointing.enabled=false "logger.log_dir=$log_dir" "cluster.gpus_per_node=$nproc" "${extra[@]}" \
     --nproc "$nproc" --no-print-config >"$log_dir.log" 2>&1 ||
     { echo "tessel $name failed: $log_dir.log" >&2; tail -n 20 "$log_dir.log" >&2; exit 1; }
   python3 -c '
@@ -78,7 +80,7 @@ torch_run() {  # name python mode nproc
     { echo "torch $name failed: $out/$name.err" >&2; tail -n 20 "$out/$name.err" >&2; exit 1; }
 }
 
-layouts=(tessel_1 torch_1 tessel_fsdp2 torch_ddp2)
+layouts=(tessel_1 torch_1 tessel_fsdp2 torch_ddp2 tessel_fsdp2_node_shared)
 [[ -n ${PYTHON2X:-} ]] && layouts+=(torch2_1 torch2_fsdp2)
 [[ -n ${TESSEL2_BIN:-} ]] && layouts+=(tessel2_1 tessel2_fsdp2)
 [[ -n ${BASELINE_BIN:-} ]] && layouts+=(base_1 base_fsdp2)
@@ -88,6 +90,8 @@ for r in $(seq 1 "$rounds"); do
     case $l in
       tessel_1) res=$(tessel_run tessel_1 1 "$r") ;;
       tessel_fsdp2) res=$(tessel_run tessel_fsdp2 2 "$r") ;;
+      tessel_fsdp2_node_shared)
+        res=$(tessel_run tessel_fsdp2_node_shared 2 "$r" "$bin" policy.dtensor_cfg.node_shared_params=true) ;;
       torch_1) res=$(torch_run torch_1 "$py13" single 1) ;;
       torch_ddp2) res=$(torch_run torch_ddp2 "$py13" ddp 2) ;;
       torch2_1) res=$(torch_run torch2_1 "$PYTHON2X" single 1) ;;
@@ -133,6 +137,8 @@ print(json.dumps({
         "tessel_fsdp2_over_torch2_fsdp2_tokens_per_s": ratio("tessel_fsdp2", "torch2_fsdp2"),
         "tessel_1_over_torch_1_tokens_per_s": ratio("tessel_1", "torch_1"),
         "tessel_fsdp2_step_over_tessel_1_step": round(summary["tessel_fsdp2"]["step_time_s_median"] / summary["tessel_1"]["step_time_s_median"], 3),
+        "tessel_fsdp2_node_shared_step_over_tessel_1_step": round(summary["tessel_fsdp2_node_shared"]["step_time_s_median"] / summary["tessel_1"]["step_time_s_median"], 3),
+        "tessel_fsdp2_node_shared_over_torch_ddp2_tokens_per_s": ratio("tessel_fsdp2_node_shared", "torch_ddp2"),
         "torch_ddp2_step_over_torch_1_step": round(summary["torch_ddp2"]["step_time_s_median"] / summary["torch_1"]["step_time_s_median"], 3),
         "tessel_1_over_torch2_1_tokens_per_s": ratio("tessel_1", "torch2_1"),
         "tessel2_1_over_torch2_1_tokens_per_s": ratio("tessel2_1", "torch2_1"),
