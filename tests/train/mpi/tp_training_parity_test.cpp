@@ -121,6 +121,18 @@ TEST_F(TpTrainingParity, EveryPlanSourceAndTpTimesFsdpMatchOneProcess) {
   if (dist::world()->rank() == 0) fs::remove_all(ckpt);
 }
 
+// Node-shared parameters through the trainer (all four ranks share this
+// machine): FSDP 2 (two copies of it, on ranks {0,1} and {2,3}: each pair
+// shares its own memory), and TP 2 x FSDP 2 (each tp rank's FSDP group has
+// its own copy), against one process.
+TEST_F(TpTrainingParity, NodeSharedParamsMatchOneProcess) {
+  const TrainResult ref = run(1, 1);
+  expect_same_steps(run(2, 1, {"policy.dtensor_cfg.node_shared_params=true"}).steps, ref.steps,
+                    "fsdp2 node-shared");
+  expect_same_steps(run(4, 2, {"policy.dtensor_cfg.node_shared_params=true"}).steps, ref.steps,
+                    "tp2 x fsdp2 node-shared");
+}
+
 // The reference's plan format: each plan of examples/custom_parallel/
 // custom_parallel.py (plain Megatron, output projections that gather instead
 // of summing, sequence parallel by keyword inputs), selected by the seed's
