@@ -216,6 +216,15 @@ void run_plan(const PlanArgs& args) {
   } catch (const Error& e) {
     throw UsageError(e.what());  // a bad plan is the user's input, like a bad config
   }
+  if (par.node_shared_params) {
+    // The model below is the default's: per-rank all-gathers and transient
+    // unsharded layers. Saying so beats a silent wrong figure.
+    std::fprintf(stderr,
+                 "tessel plan: policy.dtensor_cfg.node_shared_params=true is not modelled: the bytes, memory and "
+                 "times below are FSDP's default (all-gathers, unsharded layers per rank); node-shared "
+                 "parameters send no all-gathers and hold one copy of the parameters per node instead "
+                 "(docs/bench/fsdp_cpu.md)\n");
+  }
   const parallel::ResolvedPlan& resolved = inputs.resolved;
   const std::vector<TpRankView>& views = inputs.views;
   const StepShape& step = inputs.step;

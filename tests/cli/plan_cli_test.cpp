@@ -88,6 +88,17 @@ TEST(PlanCli, TextOutputNamesSourceStylesAndBytes) {
   EXPECT_THAT(r.output, HasSubstr("tp 1, shard 1 (ranks 3)"));
 }
 
+// The model is FSDP's default; a run with node-shared parameters is told so.
+TEST(PlanCli, SaysNodeSharedParamsAreNotModelled) {
+  const std::string base = "plan --world 2 policy.model_name=tiny-llama policy.dtensor_cfg.dp_replicate_size=1 ";
+  auto r = run_tessel(base + "policy.dtensor_cfg.node_shared_params=true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("node_shared_params=true is not modelled"));
+  r = run_tessel(base);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("node_shared_params")));
+}
+
 // The line of `output` holding `needle` ("" when none does).
 std::string line_with(const std::string& output, const std::string& needle) {
   const size_t at = output.find(needle);
