@@ -43,6 +43,7 @@ std::vector<int64_t> gather_values(dist::Communicator& world, const std::vector<
 
 int64_t peak_rss_bytes() { return status_bytes("VmHWM"); }
 int64_t current_rss_bytes() { return status_bytes("VmRSS"); }
+int64_t shared_rss_bytes() { return status_bytes("RssShmem"); }
 
 
 MemoryReport memory_report(dist::Communicator& world) {

@@ -18,6 +18,9 @@ struct ShardedModel;
 // VmHWM / VmRSS in bytes; 0 where /proc is unavailable.
 int64_t peak_rss_bytes();
 int64_t current_rss_bytes();
+// The part of VmRSS that is shared memory (RssShmem): node-shared parameters,
+// MPI's shared-memory segments.
+int64_t shared_rss_bytes();
 
 // Each rank's `mine` (the same length on every rank), concatenated in
 // world-rank order (collective over `world`).

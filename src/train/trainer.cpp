@@ -25,6 +25,7 @@
 #include "train/checkpoint.h"
 #include "train/loss_curve_svg.h"
 #include "train/link_traffic.h"
+#include "config/parallelism_config.h"
 #include "train/memory.h"
 #include "train/progress.h"
 #include "train/resume_point.h"
@@ -207,7 +208,8 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   const bool speak = rank0 && !run.quiet;
 
   // The model, built sharded: no rank ever holds it whole (model_setup.h).
-  ShardedModel sharded = setup_model(o, mesh, config::parallelism_from(config));
+  const config::ParallelismConfig parallelism = config::parallelism_from(config);
+  ShardedModel sharded = setup_model(o, mesh, parallelism);
   const MemoryReport after_setup = memory_report(*mesh.world());
   const int64_t vocab = sharded.model->config().vocab_size;
   const auto tokenizer = tokenizer_for(o, vocab);
@@ -425,11 +427,17 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
         mesh.world()->size() > 1 && step_s > 0
             ? fmt::format(", {:.1f}% of step time waiting on collectives (rank 0)", 100.0 * waited_s / step_s)
             : std::string();
+    // RSS counts memory the node's ranks share in every one of them: say how
+    // much of the peak that is when parameters are node-shared.
+    const std::string shared =
+        parallelism.node_shared_params && mesh.world()->size() > 1
+            ? fmt::format(" (RSS; {} of it shared by the node's ranks, rank 0)", human_bytes(shared_rss_bytes()))
+            : std::string();
     progress->finish(fmt::format(
         "done: {} steps in {:.1f}s, loss {:.4f} -> {:.4f}, {:.0f} tokens/s{}, peak memory {} per "
-        "rank{}",
+        "rank{}{}",
         steps.size(), total_s, first.loss, lastm.loss,
-        total_s > 0 ? static_cast<double>(run_tokens) / total_s : 0.0, waiting, human_bytes(peak),
+        total_s > 0 ? static_cast<double>(run_tokens) / total_s : 0.0, waiting, human_bytes(peak), shared,
         run.write_logs ? fmt::format("; logs in {}", o.log_dir) : std::string()));
   }
   return TrainResult{std::move(steps), std::move(validations), total_steps, std::move(sharded)};

@@ -49,6 +49,10 @@ TEST_F(TrainCli, EveryLayoutMatchesOneProcessForTenSteps) {
       // the 3 micro batches (the default reduce-scatters each one).
       {"hsdp2x2_unsharded_accumulation",
        "--nproc 4 policy.dtensor_cfg.dp_replicate_size=2 policy.dtensor_cfg.accumulate_unsharded_grads=true", 4},
+      // Node-shared parameters: each shard group's (of two ranks) parameters
+      // in memory its ranks share, no all-gathers.
+      {"hsdp2x2_node_shared",
+       "--nproc 4 policy.dtensor_cfg.dp_replicate_size=2 policy.dtensor_cfg.node_shared_params=true", 4},
       {"tp2", "--nproc 2" + tp2, 2},
       {"tp2_sp", "--nproc 2" + tp2 + sp, 2},
       {"tp2_x_fsdp2", "--nproc 4" + tp2, 4},
@@ -62,6 +66,10 @@ TEST_F(TrainCli, EveryLayoutMatchesOneProcessForTenSteps) {
     const Result r = run_tessel("train " + cfg + " " + l.args + " logger.log_dir=" + logs +
                                 " --no-print-config");
     ASSERT_EQ(r.exit_code, 0) << l.name << ":\n" << r.output;
+    if (l.args.find("node_shared_params=true") != std::string::npos) {
+      // RSS counts the shared copy in every rank: the closing line says how much.
+      EXPECT_THAT(r.output, HasSubstr("shared by the node's ranks")) << l.name;
+    }
     runs.push_back(train_records(logs));
     ASSERT_EQ(runs.back().size(), 10u) << l.name << ":\n" << r.output;
   }
