@@ -81,18 +81,18 @@ struct FSDPOptions {
   // Node-shared parameters (CPU, every rank of the shard group on one
   // machine): the group's unsharded parameters live once per node, in memory
   // all its ranks map (dist/node_shared_memory.h), instead of once per rank.
-  // Each rank writes its own rows there at the root's pre-forward (between two
-  // barriers of the shard group: nobody still reads the last values, everybody
-  // sees all the new ones), and forward and backward compute straight from it:
-  // no all-gathers, no re-gathers, nothing freed after forward (so
-  // reshard_after_forward's bool makes no difference, and an int k, a slice
-  // kept over a subgroup, is refused). Gradients are reduce-scattered as
-  // usual. The node holds each group's unsharded parameters once for the whole
-  // run; the default holds transient copies in every rank instead. Measured
-  // at 2 ranks on bench-medium: steps about 5% faster for about 8% more node
-  // memory (docs/bench/fsdp_cpu.md); the shared copy does not grow with the
-  // ranks per node, the default's per-rank buffers do.
-  bool node_shared_params = false;
+  // In fp32 a rank's shards are its own rows of that copy: the optimizer
+  // updates the node's copy in place and no rank keeps shard memory of its
+  // own; a barrier of the shard group at the end of backward (nobody reads
+  // the parameters any more) and one at the root's pre-forward (every update
+  // is in) order the updates against the other ranks' reads. With another
+  // param_dtype the shards stay per rank and each rank writes their cast into
+  // its rows at the root's pre-forward, between two barriers. Forward and
+  // backward compute straight from the node's copy: no all-gathers, no
+  // re-gathers, nothing freed after forward (so reshard_after_forward's bool
+  // makes no difference, and an int k, a slice kept over a subgroup, is
+  // refused). Gradients are reduce-scattered as usual. MEASURED_PLACEHOLDER
+    bool node_shared_params = false;
 };
 
 }  // namespace tessel::fsdp

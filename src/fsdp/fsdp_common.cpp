@@ -52,13 +52,17 @@ at::Tensor flat_tensor_over(c10::DataPtr data, int64_t numel, at::ScalarType dty
   return at::empty({0}, at::TensorOptions().dtype(dtype)).set_(storage, 0, {numel}, {1});
 }
 
+c10::DataPtr mark_as_shard_storage(c10::DataPtr data) {
+  auto block = std::make_unique<c10::DataPtr>(std::move(data));
+  void* ptr = block->get();
+  const c10::Device device = block->device();
+  return c10::DataPtr(ptr, block.release(), &free_shard_storage, device);
+}
+
 at::Tensor new_shard_storage(int64_t numel) {
   const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
-  auto block = std::make_unique<c10::DataPtr>(c10::GetCPUAllocator()->allocate(bytes));
-  void* data = block->get();
-  const c10::Device device = block->device();
-  c10::DataPtr marked(data, block.release(), &free_shard_storage, device);
-  return flat_tensor_over(std::move(marked), numel, at::kFloat).zero_();
+  return flat_tensor_over(mark_as_shard_storage(c10::GetCPUAllocator()->allocate(bytes)), numel, at::kFloat)
+      .zero_();
 }
 
 bool is_shard_storage(const at::Tensor& t) {

@@ -44,6 +44,9 @@ at::Tensor flat_tensor_over(c10::DataPtr data, int64_t numel, at::ScalarType dty
 // fully_shard already took (no process-wide table of groups is needed).
 at::Tensor new_shard_storage(int64_t numel);
 bool is_shard_storage(const at::Tensor& t);
+// The same mark on memory allocated elsewhere (a node-shared buffer whose
+// rows are the shards): `data` is kept and freed by its own deleter.
+c10::DataPtr mark_as_shard_storage(c10::DataPtr data);
 
 // What FSDP holds beyond the sharded state, over every group of one root:
 // unsharded parameters (and post-forward slices, low-precision copies of

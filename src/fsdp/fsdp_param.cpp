@@ -48,9 +48,9 @@ std::vector<int64_t> FSDPParam::sharded_shape() const {
   return shape;
 }
 
-void FSDPParam::init_sharded(const at::Tensor& local_flat, const at::Tensor& original) {
+void FSDPParam::init_sharded(const at::Tensor& flat, int64_t offset, const at::Tensor& original) {
   at::NoGradGuard no_grad;
-  sharded_ = alias_leaf(local_flat, shard_offset_, sharded_shape());
+  sharded_ = alias_leaf(flat, offset, sharded_shape());
   // A model built on the meta device has no values yet: its shards stay zero
   // until they are filled (train/shard_loading.h).
   if (local_rows_ > 0 && !original.is_meta()) {

@@ -52,10 +52,12 @@ class FSDPParam {
   int64_t shard_offset() const { return shard_offset_; }
   void set_shard_offset(int64_t offset) { shard_offset_ = offset; }
 
-  // Copies this rank's chunk of `original` into `local_flat` (fp32, padding
-  // already zero; nothing to copy from a meta tensor) and creates the sharded
-  // param aliasing it.
-  void init_sharded(const at::Tensor& local_flat, const at::Tensor& original);
+  // Copies this rank's chunk of `original` into `flat` from element `offset`
+  // on (fp32, padding already zero; nothing to copy from a meta tensor) and
+  // creates the sharded param aliasing it. `flat` is the group's local buffer
+  // (offset: shard_offset()) or, when the shards live in a node-shared
+  // unsharded buffer, that buffer (offset: this rank's rows of the block).
+  void init_sharded(const at::Tensor& flat, int64_t offset, const at::Tensor& original);
   // Creates the unsharded param aliasing `unsharded_flat` (allocated or not).
   void init_unsharded(const at::Tensor& unsharded_flat, int world);
 

@@ -47,40 +47,51 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
     shard_numels_.push_back(p->padded_shard_numel());
     param_ptrs_.push_back(p.get());
   }
-  at::NoGradGuard no_grad;
-  local_flat_ = new_shard_storage(local_numel_);
   if (options.node_shared_params && std::holds_alternative<int>(options.reshard_after_forward)) {
     throw UsageError(fmt::format(
         "fully_shard({}): node_shared_params keeps the parameters on the node for the whole step; "
         "reshard_after_forward = {} (a slice kept over a subgroup) does not apply: leave it true",
         name_, std::get<int>(options.reshard_after_forward)));
   }
+  at::NoGradGuard no_grad;
   // A one-rank group in fp32 computes on its shards: its padded layout is the
   // unsharded layout (no padding over one rank), so the all-gather would be a
   // copy of the same bytes. A node-shared group's unsharded buffer is memory
-  // its shard group maps for the group's lifetime. Otherwise the unsharded
-  // buffer gets memory only while unsharded.
+  // its shard group maps for the group's lifetime; in fp32 its rows are the
+  // shards themselves (each rank's sharded params alias its own rows), so a
+  // rank holds no shard memory of its own and nothing is copied to publish.
+  // Otherwise the unsharded buffer gets memory only while unsharded.
   computes_on_shards_ = world_ == 1 && param_dtype_ == at::kFloat;
   node_shared_ = options.node_shared_params && world_ > 1;
+  shards_in_node_copy_ = node_shared_ && param_dtype_ == at::kFloat;
+  if (!shards_in_node_copy_) local_flat_ = new_shard_storage(local_numel_);
   if (node_shared_) {
     post_forward_mode_ = PostForward::Keep;
     const int64_t numel = world_ * local_numel_;
-    unsharded_flat_ = flat_tensor_over(
+    c10::DataPtr memory =
         dist::allocate_node_shared(*mesh_.shard(), static_cast<size_t>(numel) * c10::elementSize(param_dtype_),
-                                   fmt::format("fully_shard({}) with node_shared_params", name_)),
-        numel, param_dtype_);
-    // This rank's share of the node's copy.
-    track_alloc(Buffer::UnshardedParams, tensor_bytes(unsharded_flat_) / world_);
+                                   fmt::format("fully_shard({}) with node_shared_params", name_));
+    // Holding the shards, it carries their mark (is_shard_storage).
+    if (shards_in_node_copy_) memory = mark_as_shard_storage(std::move(memory));
+    unsharded_flat_ = flat_tensor_over(std::move(memory), numel, param_dtype_);
+    // This rank's share of the node's copy, where it is not the shards.
+    if (!shards_in_node_copy_) track_alloc(Buffer::UnshardedParams, tensor_bytes(unsharded_flat_) / world_);
   } else {
     unsharded_flat_ = computes_on_shards_
                           ? local_flat_
                           : unallocated_flat(world_ * local_numel_, at::TensorOptions().dtype(param_dtype_));
   }
+  const int rank = mesh_.shard()->rank();
   for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i]->init_sharded(local_flat_, originals[i]);
-    params_[i]->init_unsharded(unsharded_flat_, world_);
-    params_[i]->sharded_param().set_requires_grad(originals[i].requires_grad());
-    params_[i]->unsharded_param().set_requires_grad(originals[i].requires_grad());
+    FSDPParam& p = *params_[i];
+    if (shards_in_node_copy_) {
+      p.init_sharded(unsharded_flat_, world_ * p.shard_offset() + rank * p.padded_shard_numel(), originals[i]);
+    } else {
+      p.init_sharded(local_flat_, p.shard_offset(), originals[i]);
+    }
+    p.init_unsharded(unsharded_flat_, world_);
+    p.sharded_param().set_requires_grad(originals[i].requires_grad());
+    p.unsharded_param().set_requires_grad(originals[i].requires_grad());
   }
 }
 
@@ -105,12 +116,14 @@ void FSDPParamGroup::set_memory_tracker(std::shared_ptr<MemoryTracker> tracker) 
 
 void FSDPParamGroup::publish_own_rows() {
   TESSEL_CHECK(node_shared_, "fully_shard({}): publish_own_rows without node-shared parameters", name_);
-  at::NoGradGuard no_grad;
-  const int rank = mesh_.shard()->rank();
-  for (const FSDPParam* p : param_ptrs_) {
-    const int64_t rows = p->padded_shard_numel();
-    unsharded_flat_.narrow(0, world_ * p->shard_offset() + rank * rows, rows)
-        .copy_(local_flat_.narrow(0, p->shard_offset(), rows));
+  if (!shards_in_node_copy_) {
+    at::NoGradGuard no_grad;
+    const int rank = mesh_.shard()->rank();
+    for (const FSDPParam* p : param_ptrs_) {
+      const int64_t rows = p->padded_shard_numel();
+      unsharded_flat_.narrow(0, world_ * p->shard_offset() + rank * rows, rows)
+          .copy_(local_flat_.narrow(0, p->shard_offset(), rows));
+    }
   }
   sharded_state_ = ShardedState::Unsharded;
 }

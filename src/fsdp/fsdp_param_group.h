@@ -64,11 +64,14 @@ class FSDPParamGroup {
   void set_keep_unsharded_after_forward() { post_forward_mode_ = PostForward::Keep; }
 
   // Node-shared parameters (FSDPOptions::node_shared_params): the unsharded
-  // buffer is node-shared memory. publish_own_rows() writes this rank's shards
-  // into it; the caller brackets it with barriers of the shard group
-  // (FSDPState's root pre-forward). unshard() and reshard() then only mark the
-  // state: nothing is gathered or freed.
+  // buffer is node-shared memory. In fp32 (shards_in_node_copy) this rank's
+  // sharded params are its rows of it: the optimizer updates the node's copy
+  // in place. Otherwise publish_own_rows() writes this rank's shards into it
+  // (cast to param_dtype), and the caller brackets it with barriers of the
+  // shard group (FSDPState's root pre-forward). unshard() and reshard() only
+  // mark the state: nothing is gathered or freed.
   bool node_shared() const { return node_shared_; }
+  bool shards_in_node_copy() const { return shards_in_node_copy_; }
   void publish_own_rows();
 
   // --- unshard / reshard -------------------------------------------------
@@ -107,7 +110,7 @@ class FSDPParamGroup {
   bool requires_all_reduce = true;
 
   // --- accounting ----------------------------------------------------------
-  int64_t sharded_param_bytes() const { return tensor_bytes(local_flat_); }
+  int64_t sharded_param_bytes() const { return local_numel_ * static_cast<int64_t>(sizeof(float)); }
   int64_t sharded_grad_bytes() const;
   // Bytes the unsharded parameters of this group take while unsharded
   // (padded, param_dtype); 0 for a one-rank fp32 group, which computes on
@@ -161,10 +164,11 @@ class FSDPParamGroup {
   PostForward post_forward_mode_ = PostForward::Reshard;
   dist::CommunicatorPtr post_forward_comm_;  // the k-rank group for KeepSlice
 
-  at::Tensor local_flat_;             // [L] fp32, the sharded params alias it
+  at::Tensor local_flat_;             // [L] fp32, the sharded params alias it (undefined: shards_in_node_copy_)
   at::Tensor unsharded_flat_;         // [W*L] param_dtype, the unsharded params alias it
   bool computes_on_shards_ = false;   // unsharded_flat_ is local_flat_ (one rank, fp32)
   bool node_shared_ = false;          // unsharded_flat_ is node-shared memory
+  bool shards_in_node_copy_ = false;  // node-shared in fp32: the sharded params alias this rank's rows of it
   at::Tensor post_forward_slice_;     // [W*L/k] when ShardedPostForward
   at::Tensor partial_reduce_output_;  // HSDP: reduce-scattered, not yet all-reduced
 

@@ -42,11 +42,16 @@
 //                 results to the sharded params' fp32 .grad, reshards
 //                 everything, swaps the sharded params back into the modules.
 // Node-shared parameters (FSDPOptions::node_shared_params): a group's
-// unsharded buffer is memory every rank of its shard group maps. The root's
-// pre-forward publishes (publish_node_shared): barrier, each rank copies its
-// shards into its rows, barrier. The first barrier is what makes the copy
-// safe: every rank has entered this forward, so none still reads the last
-// values (their previous backward, activation recompute included, is over).
+// unsharded buffer is memory every rank of its shard group maps. In fp32 each
+// rank's sharded params are its own rows of it, so the optimizer step writes
+// the node's copy in place. Two barriers of the shard group order those
+// writes against the other ranks' reads: one at the end of backward (final
+// callback), after which no rank reads the values any more (its backward,
+// activation recompute included, is over) and each may update its rows; one
+// at the root's pre-forward (publish_node_shared), after which every rank's
+// update is in. With another param_dtype the rows are a cast copy of the
+// shards: the root's pre-forward brackets each rank's copy into its rows by
+// two barriers (the first as above, so no rank still reads the last values).
 // Such groups are then unsharded for the whole pass: unshard() and reshard()
 // only move the state, the buffer is never freed, backward gathers nothing.
 // Every rank runs the same modules in the same order, so collectives are
@@ -55,6 +60,8 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/engine.h>
+
+#include <algorithm>
 
 #include "core/error.h"
 
@@ -108,20 +115,39 @@ std::vector<std::shared_ptr<FSDPState>> states_in_subtree(torch::nn::Module& mod
   return result;
 }
 
-void publish_node_shared(const std::vector<FSDPState*>& states) {
+namespace {
+
+// The node-shared groups among `states` that `select` picks, in the states'
+// order (the same on every rank).
+template <typename Select>
+std::vector<FSDPParamGroup*> node_shared_groups(const std::vector<FSDPState*>& states, Select select) {
   std::vector<FSDPParamGroup*> groups;
-  std::vector<dist::Communicator*> comms;  // in the same order on every rank: the states' order
   for (FSDPState* s : states) {
     FSDPParamGroup* g = s->param_group();
-    if (g == nullptr || !g->node_shared()) continue;
-    groups.push_back(g);
+    if (g != nullptr && g->node_shared() && select(*g)) groups.push_back(g);
+  }
+  return groups;
+}
+
+// A barrier of each distinct shard communicator of `groups`, in their order.
+void barrier_shard_groups(const std::vector<FSDPParamGroup*>& groups) {
+  std::vector<dist::Communicator*> comms;
+  for (FSDPParamGroup* g : groups) {
     dist::Communicator* c = g->mesh().shard().get();
     if (std::find(comms.begin(), comms.end(), c) == comms.end()) comms.push_back(c);
   }
+  for (dist::Communicator* c : comms) c->barrier();
+}
+
+}  // namespace
+
+void publish_node_shared(const std::vector<FSDPState*>& states) {
+  const auto groups = node_shared_groups(states, [](const FSDPParamGroup&) { return true; });
   if (groups.empty()) return;
-  for (dist::Communicator* c : comms) c->barrier();
+  barrier_shard_groups(groups);
   for (FSDPParamGroup* g : groups) g->publish_own_rows();
-  for (dist::Communicator* c : comms) c->barrier();
+  barrier_shard_groups(
+      node_shared_groups(states, [](const FSDPParamGroup& g) { return !g.shards_in_node_copy(); }));
 }
 
 FSDPState::FSDPState(nn::Module& module, std::unique_ptr<FSDPParamGroup> group,
@@ -315,6 +341,10 @@ void FSDPState::final_callback() {
     s->pre_backward_done_ = false;
   }
   ctx->final_callback_queued = false;
+  // The optimizer step that may follow writes this rank's rows of the
+  // node-shared fp32 groups in place: wait until no rank reads them any more.
+  barrier_shard_groups(
+      node_shared_groups(ctx->states, [](const FSDPParamGroup& g) { return g.shards_in_node_copy(); }));
 }
 
 }  // namespace tessel::fsdp

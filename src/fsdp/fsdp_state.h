@@ -81,10 +81,12 @@ std::shared_ptr<FSDPState> find_state(const torch::nn::Module& module);
 // States of module and every module under it, pre-order.
 std::vector<std::shared_ptr<FSDPState>> states_in_subtree(torch::nn::Module& module);
 
-// Writes this rank's rows of every node-shared group among `states` into the
-// node's copy (FSDPParamGroup::publish_own_rows), between two barriers of each
-// group's shard communicator: before the first, another rank may still read
-// the last values; after the second, every rank's rows are in. Collective;
+// Makes every node-shared group among `states` unsharded with the shards as
+// they are now: a barrier of each group's shard communicator (before it,
+// another rank may still be updating its shards or reading the last values),
+// then each rank writes its rows of the groups whose shards are not already
+// there (FSDPParamGroup::publish_own_rows: a cast to param_dtype) and, if any
+// did, a second barrier (after it, every rank's rows are in). Collective;
 // no-op when no group is node-shared.
 void publish_node_shared(const std::vector<FSDPState*>& states);
 

@@ -16,7 +16,8 @@
 // accounting; FSDP's own figures are checked against the allocator's. The
 // model has 12 layers, so holding every layer's gradient buffer at the end of
 // backward, or full gradients across micro batches, breaks the bound: the
-// opt-in unsharded accumulation is measured too and must exceed it.
+// opt-in unsharded accumulation is measured too and must exceed it. And with
+// node-shared parameters in fp32 a rank keeps no shards of its own.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -113,13 +114,17 @@ class MemoryContract : public TrainFixture {
     int64_t sharded_grad_bytes = 0;
     int64_t fsdp_peak_transient = 0;
   };
+  // The config of a run of this model on layout `l`, plus `extra` overrides.
+  config::Config config_for(const Layout& l, std::vector<std::string> extra) const {
+    extra.push_back("policy.model_name='" + model_dir_.string() + "'");
+    extra.push_back("policy.dtensor_cfg.tensor_parallel_size=" + std::to_string(l.tp));
+    extra.push_back("policy.dtensor_cfg.dp_replicate_size=" + std::to_string(l.replicate));
+    return make_config(extra);
+  }
+
   StepMemory second_step(const Layout& l, bool unsharded_accumulation) {
-    std::vector<std::string> o = {"policy.model_name='" + model_dir_.string() + "'",
-                                  "policy.dtensor_cfg.tensor_parallel_size=" + std::to_string(l.tp),
-                                  "policy.dtensor_cfg.dp_replicate_size=" + std::to_string(l.replicate),
-                                  std::string("policy.dtensor_cfg.accumulate_unsharded_grads=") +
-                                      (unsharded_accumulation ? "true" : "false")};
-    const config::Config cfg = make_config(o);
+    const config::Config cfg = config_for(l, {std::string("policy.dtensor_cfg.accumulate_unsharded_grads=") +
+                                              (unsharded_accumulation ? "true" : "false")});
     const dist::DeviceMesh mesh = mesh_for(l);
     ShardedModel model = setup_model(train_options_from(cfg), mesh, config::parallelism_from(cfg));
     optim::AdamW optimizer(model.params, optim::AdamWOptions{});
@@ -170,6 +175,27 @@ TEST_F(MemoryContract, UnshardedAccumulationIsWhatTheBoundExcludes) {
   const StepMemory m = second_step(kLayouts[0], /*unsharded_accumulation=*/true);
   EXPECT_GT(m.measured.peak_growth, bound(m)) << "peak " << m.measured.peak_growth;
   EXPECT_GE(m.measured.peak_growth, kLayers * layer_bytes_);
+}
+
+// Node-shared parameters in fp32: a rank's shards are its rows of the node's
+// copy (shared memory, which the allocator does not hand out), so a rank keeps
+// no shard memory of its own; by default it keeps a quarter of the model.
+TEST_F(MemoryContract, NodeSharedShardsAreRowsOfTheNodesCopy) {
+  const int64_t model_bytes = root_bytes_ + kLayers * layer_bytes_;
+  const Layout& fsdp4 = kLayouts[0];
+  for (bool node_shared : {false, true}) {
+    SCOPED_TRACE(node_shared ? "node-shared" : "default");
+    const config::Config cfg =
+        config_for(fsdp4, {std::string("policy.dtensor_cfg.node_shared_params=") + (node_shared ? "true" : "false")});
+    std::optional<ShardedModel> model;
+    const Measured m = measure(
+        [&] { model.emplace(setup_model(train_options_from(cfg), mesh_for(fsdp4), config::parallelism_from(cfg))); });
+    if (node_shared) {
+      EXPECT_LT(m.retained, model_bytes / 16) << "kept " << m.retained << " B of a " << model_bytes << " B model";
+    } else {
+      EXPECT_GE(m.retained, model_bytes / 4) << "kept " << m.retained << " B of a " << model_bytes << " B model";
+    }
+  }
 }
 
 }  // namespace
