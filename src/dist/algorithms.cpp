@@ -75,18 +75,22 @@ AllReduceAlgorithm resolve(AllReduceAlgorithm requested, bool native_ok, int64_t
                            int group_size) {
   if (!native_ok) return AllReduceAlgorithm::ReduceScatterAllGather;
   if (requested != AllReduceAlgorithm::Auto) return requested;
-  // Measured (docs/bench/comm.md): from 1 MiB up, reduce-scatter + all-gather
-  // beats MPI_Iallreduce 1.7-3x at 2 and 4 ranks; below, one native call has
-  // half the latency of two collectives.
+  // Measured (docs/bench/comm.md), with libnbc's reduce-scatter + all-gather
+  // schedule (nonblocking_all_reduce_choice.h): up to 16 MiB one
+  // MPI_Iallreduce is as fast as our two collectives at 2 ranks (sharing a
+  // core, so that the call is polled) and 1.3-1.6x faster at 4; at 64 MiB
+  // ours (the pipelined all-to-all reduction) wins 1.2-1.5x. (With libnbc's
+  // own choice, a root's reduce and broadcast, ours won 1.7-3x from 1 MiB.)
   (void)group_size;
-  return bytes >= (int64_t{1} << 20) ? AllReduceAlgorithm::ReduceScatterAllGather
+  return bytes > (int64_t{16} << 20) ? AllReduceAlgorithm::ReduceScatterAllGather
                                      : AllReduceAlgorithm::Native;
 }
 
 bool resolve_blocking(AllReduceAlgorithm requested, int64_t bytes, int group_size) {
   if (requested != AllReduceAlgorithm::Auto) return requested == AllReduceAlgorithm::Native;
   // Measured (docs/bench/comm.md): the blocking MPI_Allreduce is about twice
-  // as fast as the polled MPI_Iallreduce up to 16 MiB and beats the
+  // as fast as the polled MPI_Iallreduce up to 16 MiB (libnbc's own schedule
+  // then, before nonblocking_all_reduce_choice.h) and beats the
   // reduce-scatter + all-gather there; at 64 MiB the latter wins 1.4-1.7x.
   (void)group_size;
   return bytes <= (int64_t{16} << 20);

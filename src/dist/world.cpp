@@ -20,6 +20,7 @@
 #include "dist/progress_engine.h"
 #include "dist/communicator.h"
 #include "dist/core_sharing.h"
+#include "dist/nonblocking_all_reduce_choice.h"
 #include "dist/mpi_communicator.h"
 #include "dist/node_map.h"
 #include "dist/shared_memory_copy.h"
@@ -102,7 +103,8 @@ std::vector<std::string> gather_processor_names(MPI_Comm comm, int size) {
 
 CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
   int provided = 0;
-  choose_shared_memory_copy();  // read by MPI_Init
+  choose_shared_memory_copy();      // read by MPI_Init
+  choose_nonblocking_all_reduce();  // likewise
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   state().mpi_initialized = true;
   TESSEL_CHECK(provided >= MPI_THREAD_SERIALIZED,
