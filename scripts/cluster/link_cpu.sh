@@ -22,14 +22,23 @@ if role == "server":
     c, _ = s.accept(); view = memoryview(buf)
     while c.recv_into(view): pass
 else:
-    c = socket.create_connection((host, 5990))
+    import time
+    for attempt in range(100):  # the server may still be starting: retry for 10 s
+        try:
+            c = socket.create_connection((host, 5990)); break
+        except ConnectionRefusedError:
+            if attempt == 99: raise
+            time.sleep(0.1)
     for _ in range(mib // 4): c.sendall(buf)
     c.close()
 '
 busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
-ip netns exec "$(cluster_ns 1)" python3 -c "$stream" server "$(cluster_ip 1)" 0 > "$CLUSTER_STATE/link_cpu.ready" &
+ip netns exec "$(cluster_ns 1)" python3 -c "$stream" server "$(cluster_ip 1)" 0 > "$CLUSTER_STATE/link_cpu.ready" 2> "$CLUSTER_STATE/link_cpu.server_err" &
 server=$!
-for _ in $(seq 50); do grep -q ready "$CLUSTER_STATE/link_cpu.ready" 2>/dev/null && break; sleep 0.1; done
+trap 'kill "$server" 2>/dev/null || true' EXIT  # no server left listening if the probe fails
+for _ in $(seq 300); do grep -q ready "$CLUSTER_STATE/link_cpu.ready" 2>/dev/null && break; sleep 0.1; done
+grep -q ready "$CLUSTER_STATE/link_cpu.ready" 2>/dev/null ||
+  cluster_die "the link probe's server did not start in 30 s: $(tail -n 3 "$CLUSTER_STATE/link_cpu.server_err" 2>/dev/null)"
 before=$(busy)
 ip netns exec "$(cluster_ns 0)" python3 -c "$stream" client "$(cluster_ip 1)" "$mib"
 wait "$server"
