@@ -61,7 +61,7 @@ void FSDPParam::init_sharded(const at::Tensor& flat, int64_t offset, const at::T
 }
 
 void FSDPParam::init_unsharded(const at::Tensor& unsharded_flat, int world) {
-  unsharded_ = alias_leaf(unsharded_flat, world * shard_offset_, global_shape_);
+  unsharded_ = alias_leaf(unsharded_flat, unsharded_offset(world, 0), global_shape_);
   unsharded_.set_requires_grad(true);
 }
 

@@ -51,6 +51,11 @@ class FSDPParam {
   // unsharded buffer (parameter-major).
   int64_t shard_offset() const { return shard_offset_; }
   void set_shard_offset(int64_t offset) { shard_offset_ = offset; }
+  // Where rank `rank`'s padded shard of this param starts in that unsharded
+  // block over `world` ranks (the ranks' shards one after another).
+  int64_t unsharded_offset(int world, int rank) const {
+    return world * shard_offset_ + rank * padded_shard_numel();
+  }
 
   // Copies this rank's chunk of `original` into `flat` from element `offset`
   // on (fp32, padding already zero; nothing to copy from a meta tensor) and

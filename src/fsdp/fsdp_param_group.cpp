@@ -85,7 +85,7 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
   for (size_t i = 0; i < params_.size(); ++i) {
     FSDPParam& p = *params_[i];
     if (shards_in_node_copy_) {
-      p.init_sharded(unsharded_flat_, world_ * p.shard_offset() + rank * p.padded_shard_numel(), originals[i]);
+      p.init_sharded(unsharded_flat_, p.unsharded_offset(world_, rank), originals[i]);
     } else {
       p.init_sharded(local_flat_, p.shard_offset(), originals[i]);
     }
@@ -121,7 +121,7 @@ void FSDPParamGroup::publish_own_rows() {
     const int rank = mesh_.shard()->rank();
     for (const FSDPParam* p : param_ptrs_) {
       const int64_t rows = p->padded_shard_numel();
-      unsharded_flat_.narrow(0, world_ * p->shard_offset() + rank * rows, rows)
+      unsharded_flat_.narrow(0, p->unsharded_offset(world_, rank), rows)
           .copy_(local_flat_.narrow(0, p->shard_offset(), rows));
     }
   }
