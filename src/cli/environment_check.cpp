@@ -1,6 +1,7 @@
 #include "cli/environment_check.h"
 
 #include "dist/algorithms.h"
+#include "dist/device_world.h"
 #include "dist/progress_engine.h"
 #include "dist/timeout.h"
 #include "nn/onednn_sgemm.h"
@@ -12,6 +13,7 @@ void check_tessel_environment() {
   (void)dist::algorithms();                    // TESSEL_ALLREDUCE_ALGO, TESSEL_REDUCE_SCATTER_ALGO
   (void)dist::engine_nice();                   // TESSEL_ENGINE_NICE
   (void)dist::default_collective_timeout();    // TESSEL_COLLECTIVE_TIMEOUT_S
+  (void)dist::device_environment();  // TESSEL_DEVICE, TESSEL_COMM, TESSEL_ALLOW_SHARED_GPU
 }
 
 }  // namespace tessel::cli

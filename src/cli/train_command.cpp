@@ -31,8 +31,9 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/communicator.h"
-#include "dist/device_mesh.h"
 #include "dist/core_sharing.h"
+#include "dist/device_mesh.h"
+#include "dist/device_world.h"
 #include "dist/launcher.h"
 #include "dist/mesh_layout.h"
 #include "train/progress.h"
@@ -129,7 +130,10 @@ void run_train(const TrainArgs& args) {
     if (wanted > 1) relaunch(args, config_path, overrides, static_cast<int>(wanted));
   }
 
-  const dist::CommunicatorPtr world = dist::world();
+  // Each rank's device (cuda:<local rank> where CUDA is present) and the
+  // world that moves its tensors (dist/device_world.h).
+  const dist::DeviceWorld placed = dist::setup_device_world(dist::world());
+  const dist::CommunicatorPtr& world = placed.world;
   const bool rank0 = world->rank() == 0;
   if (rank0 && args.print_config) {
     std::printf("# tessel train: resolved config (%s%s%s)\n%s# end of config\n",
@@ -144,7 +148,11 @@ void run_train(const TrainArgs& args) {
     log::info("running on {} processes (cluster.num_nodes * cluster.gpus_per_node = {})",
               world->size(), parallel.world_size());
   }
-  const dist::DeviceMesh mesh(dist::MeshLayout(mesh_sizes_from(parallel, world->size())), world);
+  if (rank0) {
+    for (const auto& line : placed.log_lines) log::info("{}", line);
+  }
+  const dist::DeviceMesh mesh(dist::MeshLayout(mesh_sizes_from(parallel, world->size())), world,
+                              placed.device);
   train::RunOptions run;
   const char* tty = std::getenv(kProgressTtyEnv);
   run.interactive = (tty != nullptr && *tty != '\0') ? std::string(tty) == "1"

@@ -7,14 +7,31 @@
 // went to waiting on peers and links instead of computing.
 //
 // Per thread (thread_local), never reset: callers take differences.
+//
+// On a device (SPEC 10) waiting does not block the host: Work::wait() makes
+// the compute stream wait for the collective's event. What the computation
+// lost is then the time the compute stream stood still, measured by the
+// device's own clock: from the moment the stream reached the wait to the
+// moment the collective finished (nothing when it had finished already). It
+// is known only once both events have passed, so stream waits are recorded
+// as pending and counted once measurable; and since a device's backward runs
+// on the autograd engine's thread, not the training thread, they count for
+// the whole process, on every thread's reading.
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <optional>
 
 namespace tessel::dist {
 
-// Seconds this thread has spent in collectives so far.
+// Seconds this thread has spent in collectives so far, plus the compute
+// streams' measured stalls of the whole process.
 double caller_wait_seconds();
+
+// A stream wait to count: `stall_seconds` returns the stall once its events
+// have passed, std::nullopt before.
+void add_stream_wait(std::function<std::optional<double>()> stall_seconds);
 
 // Adds the time from construction to destruction to this thread's total.
 class CallerWaitTimer {

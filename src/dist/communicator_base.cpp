@@ -1,5 +1,7 @@
 #include "dist/communicator_base.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "dist/group_name.h"
 
@@ -87,6 +89,17 @@ void CommunicatorBase::record_sends(CollectiveKind kind, const std::vector<int64
   }
   sent_same_node_[static_cast<int>(kind)].fetch_add(same * element_size, std::memory_order_relaxed);
   sent_other_node_[static_cast<int>(kind)].fetch_add(other * element_size, std::memory_order_relaxed);
+}
+
+void CommunicatorBase::record_all_reduce_sends(int64_t numel, int64_t element_size) {
+  const int64_t group_size = size();
+  const int64_t chunk = (numel + group_size - 1) / group_size;
+  std::vector<int64_t> lengths(static_cast<size_t>(group_size));
+  for (int64_t j = 0; j < group_size; ++j)
+    lengths[static_cast<size_t>(j)] = std::clamp<int64_t>(numel - j * chunk, 0, chunk);
+  record_sends(CollectiveKind::AllReduce, lengths, element_size);
+  record_sends_to_each_peer(CollectiveKind::AllReduce,
+                            lengths[static_cast<size_t>(rank_)] * element_size);
 }
 
 void CommunicatorBase::record(CollectiveKind kind, int64_t bytes) {

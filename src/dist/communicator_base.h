@@ -44,6 +44,11 @@ class CommunicatorBase : public Communicator {
   // (this rank's own entry is ignored).
   void record_sends_to_each_peer(CollectiveKind kind, int64_t bytes);
   void record_sends(CollectiveKind kind, const std::vector<int64_t>& elements_to_member, int64_t element_size);
+  // An all-reduce of `numel` elements counted as tessel's reduce-scatter +
+  // all-gather moves them whatever algorithm runs: chunk j (ceil(numel /
+  // size) elements, the last ones shorter) to its owner j, then this rank's
+  // reduced chunk to everyone.
+  void record_all_reduce_sends(int64_t numel, int64_t element_size);
 
  private:
   int rank_;

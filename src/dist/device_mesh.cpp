@@ -6,8 +6,8 @@
 
 namespace tessel::dist {
 
-DeviceMesh::DeviceMesh(MeshLayout layout, CommunicatorPtr world)
-    : layout_(std::move(layout)), world_(std::move(world)) {
+DeviceMesh::DeviceMesh(MeshLayout layout, CommunicatorPtr world, c10::Device device)
+    : layout_(std::move(layout)), world_(std::move(world)), device_(device) {
   TESSEL_CHECK(world_ != nullptr, "DeviceMesh needs a world communicator");
   if (world_->size() != layout_.world_size()) {
     throw Error(fmt::format("the mesh {} needs {} ranks but the world communicator has {}: "

@@ -9,6 +9,8 @@
 // order), so every rank must construct its mesh at the same point.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <map>
 #include <utility>
 #include <vector>
@@ -23,11 +25,15 @@ namespace tessel::dist {
 class DeviceMesh {
  public:
   // `world` must have layout.world_size() ranks (tessel::Error otherwise,
-  // naming both sizes: the launcher and the config disagree).
-  DeviceMesh(MeshLayout layout, CommunicatorPtr world);
+  // naming both sizes: the launcher and the config disagree). `device`: where
+  // this rank computes (SPEC 10; dist/device_world.h chooses it and the world
+  // communicator that moves its tensors).
+  DeviceMesh(MeshLayout layout, CommunicatorPtr world, c10::Device device = c10::Device(c10::kCPU));
 
   const MeshLayout& layout() const { return layout_; }
   const CommunicatorPtr& world() const { return world_; }
+  // Where this rank's parameters, gradients, optimizer state and activations live.
+  c10::Device device() const { return device_; }
 
   // The communicator of this rank's group of that name ("tp", "cp",
   // "dp_replicate", "dp_shard", "dp_shard_cp", "dp", "dp_cp"); UsageError
@@ -44,6 +50,7 @@ class DeviceMesh {
  private:
   MeshLayout layout_;
   CommunicatorPtr world_;
+  c10::Device device_;
   std::map<std::string, CommunicatorPtr, std::less<>> groups_;
 };
 

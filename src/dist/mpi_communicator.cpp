@@ -327,10 +327,7 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op, bool 
     displs[j] = static_cast<int>(offsets[j] * mt.units_per_element);
   }
   const int64_t my_elements = lengths[me];
-  // Chunk j to its owner j, then this rank's reduced chunk to everyone.
-  const auto element_size = static_cast<int64_t>(tensor.element_size());
-  record_sends(CollectiveKind::AllReduce, lengths, element_size);
-  record_sends_to_each_peer(CollectiveKind::AllReduce, my_elements * element_size);
+  record_all_reduce_sends(numel, static_cast<int64_t>(tensor.element_size()));
   std::function<void()> blocking;
   if (blocking_native) {
     blocking = [=] {

@@ -4,8 +4,8 @@
 
 namespace tessel::fsdp {
 
-FSDPMesh::FSDPMesh(dist::CommunicatorPtr shard, dist::CommunicatorPtr replicate)
-    : shard_(std::move(shard)), replicate_(std::move(replicate)) {
+FSDPMesh::FSDPMesh(dist::CommunicatorPtr shard, dist::CommunicatorPtr replicate, c10::Device device)
+    : shard_(std::move(shard)), replicate_(std::move(replicate)), device_(device) {
   TESSEL_CHECK(shard_ != nullptr,
                "FSDPMesh needs a shard group (e.g. mesh.group(\"dp_shard_cp\"))");
 }

@@ -4,6 +4,7 @@
 // gathers, computes and reduces (MixedPrecisionPolicy). SPEC section 4.
 #pragma once
 
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -30,15 +31,21 @@ struct MixedPrecisionPolicy {
   std::optional<at::ScalarType> output_dtype;
 };
 
-// The groups a parameter group is sharded and replicated over. From a device
-// mesh: shard = group("dp_shard_cp"), replicate = group("dp_replicate").
+// The groups a parameter group is sharded and replicated over, and the device
+// its ranks compute on. From a device mesh: shard = group("dp_shard_cp"),
+// replicate = group("dp_replicate"), device = mesh.device().
 class FSDPMesh {
  public:
   FSDPMesh() = default;
   // `replicate` may be null (pure FSDP). HSDP when replicate->size() > 1.
-  explicit FSDPMesh(dist::CommunicatorPtr shard, dist::CommunicatorPtr replicate = nullptr);
+  // Shards, gradients and unsharded parameters live on `device` (as FSDP2
+  // takes the device from its mesh); the model may be built anywhere, the
+  // meta device included.
+  explicit FSDPMesh(dist::CommunicatorPtr shard, dist::CommunicatorPtr replicate = nullptr,
+                    c10::Device device = c10::Device(c10::kCPU));
 
   const dist::CommunicatorPtr& shard() const { return shard_; }
+  c10::Device device() const { return device_; }
   const dist::CommunicatorPtr& replicate() const { return replicate_; }
   bool is_hybrid() const { return replicate_ && replicate_->size() > 1; }
   int shard_size() const { return shard_->size(); }
@@ -59,6 +66,7 @@ class FSDPMesh {
  private:
   dist::CommunicatorPtr shard_;
   dist::CommunicatorPtr replicate_;
+  c10::Device device_ = c10::Device(c10::kCPU);
   int64_t divide_factor_ = 0;  // 0: replicate x shard
   struct Cache {
     std::mutex mutex;

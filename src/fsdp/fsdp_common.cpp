@@ -47,9 +47,11 @@ void free_shard_storage(void* context) { delete static_cast<c10::DataPtr*>(conte
 
 at::Tensor flat_tensor_over(c10::DataPtr data, int64_t numel, at::ScalarType dtype) {
   const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  const c10::Device device = data.device();
   c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(data), /*allocator=*/nullptr,
                        /*resizable=*/false);
-  return at::empty({0}, at::TensorOptions().dtype(dtype)).set_(storage, 0, {numel}, {1});
+  return at::empty({0}, at::TensorOptions().dtype(dtype).device(device))
+      .set_(storage, 0, {numel}, {1});
 }
 
 c10::DataPtr mark_as_shard_storage(c10::DataPtr data) {
@@ -59,9 +61,13 @@ c10::DataPtr mark_as_shard_storage(c10::DataPtr data) {
   return c10::DataPtr(ptr, block.release(), &free_shard_storage, device);
 }
 
-at::Tensor new_shard_storage(int64_t numel) {
+at::Tensor new_shard_storage(int64_t numel, c10::Device device) {
   const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
-  return flat_tensor_over(mark_as_shard_storage(c10::GetCPUAllocator()->allocate(bytes)), numel, at::kFloat)
+  // The CPU's allocator, or the device's own (CUDA's caching allocator, on
+  // the current device, which the rank's setup made its own).
+  c10::Allocator* allocator =
+      device.is_cpu() ? c10::GetCPUAllocator() : c10::GetAllocator(device.type());
+  return flat_tensor_over(mark_as_shard_storage(allocator->allocate(bytes)), numel, at::kFloat)
       .zero_();
 }
 

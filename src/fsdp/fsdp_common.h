@@ -38,11 +38,12 @@ int64_t tensor_bytes(const at::Tensor& t);
 // memory of their own.
 at::Tensor flat_tensor_over(c10::DataPtr data, int64_t numel, at::ScalarType dtype);
 
-// A group's flat fp32 shard storage, zeroed, from the CPU allocator, with a
-// deleter of FSDP's own: is_shard_storage(t) tells, from the tensor alone,
-// that t's memory is a group's shards, i.e. that t is a parameter some
-// fully_shard already took (no process-wide table of groups is needed).
-at::Tensor new_shard_storage(int64_t numel);
+// A group's flat fp32 shard storage on `device`, zeroed, from that device's
+// allocator, with a deleter of FSDP's own: is_shard_storage(t) tells, from
+// the tensor alone, that t's memory is a group's shards, i.e. that t is a
+// parameter some fully_shard already took (no process-wide table of groups
+// is needed).
+at::Tensor new_shard_storage(int64_t numel, c10::Device device = c10::Device(c10::kCPU));
 bool is_shard_storage(const at::Tensor& t);
 // The same mark on memory allocated elsewhere (a node-shared buffer whose
 // rows are the shards): `data` is kept and freed by its own deleter.

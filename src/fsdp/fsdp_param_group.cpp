@@ -47,6 +47,12 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
     shard_numels_.push_back(p->padded_shard_numel());
     param_ptrs_.push_back(p.get());
   }
+  if (options.node_shared_params && !mesh_.device().is_cpu()) {
+    throw UsageError(
+        fmt::format("fully_shard({}): node_shared_params shares host memory between the ranks of a "
+                    "machine; these ranks compute on {}: leave it false",
+                    name_, mesh_.device().str()));
+  }
   if (options.node_shared_params && std::holds_alternative<int>(options.reshard_after_forward)) {
     throw UsageError(fmt::format(
         "fully_shard({}): node_shared_params keeps the parameters on the node for the whole step; "
@@ -64,7 +70,7 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
   computes_on_shards_ = world_ == 1 && param_dtype_ == at::kFloat;
   node_shared_ = options.node_shared_params && world_ > 1;
   shards_in_node_copy_ = node_shared_ && param_dtype_ == at::kFloat;
-  if (!shards_in_node_copy_) local_flat_ = new_shard_storage(local_numel_);
+  if (!shards_in_node_copy_) local_flat_ = new_shard_storage(local_numel_, mesh_.device());
   if (node_shared_) {
     post_forward_mode_ = PostForward::Keep;
     const int64_t numel = world_ * local_numel_;
@@ -77,9 +83,11 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
     // This rank's share of the node's copy, where it is not the shards.
     if (!shards_in_node_copy_) track_alloc(Buffer::UnshardedParams, tensor_bytes(unsharded_flat_) / world_);
   } else {
-    unsharded_flat_ = computes_on_shards_
-                          ? local_flat_
-                          : unallocated_flat(world_ * local_numel_, at::TensorOptions().dtype(param_dtype_));
+    unsharded_flat_ =
+        computes_on_shards_
+            ? local_flat_
+            : unallocated_flat(world_ * local_numel_,
+                               at::TensorOptions().dtype(param_dtype_).device(mesh_.device()));
   }
   const int rank = mesh_.shard()->rank();
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -96,7 +104,8 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
 }
 
 at::Tensor FSDPParamGroup::new_buffer(int64_t numel, at::ScalarType dtype) const {
-  return pool_ ? pool_->empty(numel, dtype) : at::empty({numel}, at::TensorOptions().dtype(dtype));
+  return pool_ ? pool_->empty(numel, dtype)
+               : at::empty({numel}, at::TensorOptions().dtype(dtype).device(mesh_.device()));
 }
 
 const dist::CommunicatorPtr& FSDPParamGroup::post_forward_group() const {

@@ -120,9 +120,12 @@ class FSDPParamGroup {
   const std::shared_ptr<MemoryTracker>& memory() const { return memory_; }
   void set_memory_tracker(std::shared_ptr<MemoryTracker> tracker);
   // Where the buffers every pass allocates (unsharded storage, packed
-  // gradients) come from; null: the CPU allocator. FSDPState
-  // gives the decoder layers' groups their root's pool.
-  void set_buffer_pool(std::shared_ptr<BufferPool> pool) { pool_ = std::move(pool); }
+  // gradients) come from; null: the device's allocator. FSDPState gives the
+  // decoder layers' groups their root's pool. Only a CPU group takes it: a
+  // device's caching allocator reuses blocks already, in stream order.
+  void set_buffer_pool(std::shared_ptr<BufferPool> pool) {
+    if (mesh_.device().is_cpu()) pool_ = std::move(pool);
+  }
 
  private:
   // An all-gather into unsharded_flat_ and the tensor it reads (kept alive

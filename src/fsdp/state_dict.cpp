@@ -67,7 +67,7 @@ std::vector<std::pair<std::string, at::Tensor>> full_state_dict(torch::nn::Modul
     const FSDPParam& p = *it->second.param;
     const auto& comm = it->second.group->mesh().shard();
     const int64_t n = p.padded_shard_numel();
-    at::Tensor padded = at::zeros({n}, at::TensorOptions().dtype(at::kFloat));
+    at::Tensor padded = at::zeros({n}, p.sharded_param().options().requires_grad(false));
     if (p.local_rows() > 0)
       padded.narrow(0, 0, p.sharded_param().numel()).copy_(p.sharded_param().reshape({-1}));
     at::Tensor gathered = at::empty({comm->size() * n}, padded.options());

@@ -188,11 +188,12 @@ void SafetensorsFile::read_box_into(const std::string& name, const std::vector<i
   uint64_t run = itemsize;
   for (size_t d = row_dim + 1; d < rank; ++d) run *= static_cast<uint64_t>(shape[d]);
   // Rows move in batches of about kBatchBytes: copied straight into dst when
-  // it can take the bytes as they are, else through a staging buffer that
-  // converts the dtype; the file pages of each batch are released once read.
+  // it can take the bytes as they are, else through a host staging buffer
+  // that converts the dtype or crosses to dst's device (a rank's shard on a
+  // GPU); the file pages of each batch are released once read.
   constexpr uint64_t kBatchBytes = uint64_t{16} << 20;
   const int64_t batch_rows = static_cast<int64_t>(std::max<uint64_t>(1, kBatchBytes / run));
-  const bool direct = dst.scalar_type() == t.dtype;
+  const bool direct = dst.scalar_type() == t.dtype && dst.device().is_cpu();
   at::Tensor staging;
   std::vector<int64_t> index(row_dim, 0);
   for (;;) {

@@ -111,9 +111,12 @@ Tensors Attention::forward(const Tensors& inputs) {
   at::Tensor out;
   if (kernel_) {
     out = kernel_(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap, document_ids);
-  } else if (library_attention_available() && !options_.sliding_window && !options_.logit_softcap &&
-             !document_ids.defined()) {
-    out = library_causal_attention(q, k, v, options_.scale);
+  } else if (library_attention_available() && !options_.logit_softcap &&
+             (!q.device().is_cpu() || (!options_.sliding_window && !document_ids.defined()))) {
+    // On the CPU the library's kernel only for plain causal rows (tessel's
+    // tiled kernel is faster with a mask there); on a device also with a
+    // window or documents, as a mask. Softcapping has no library kernel.
+    out = library_causal_attention(q, k, v, options_.scale, options_.sliding_window, document_ids);
   } else {
     out = tiled_causal_attention(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap,
                                  document_ids);

@@ -1,5 +1,6 @@
 #include "nn/library_attention.h"
 
+#include <ATen/ATen.h>
 #include <torch/version.h>
 
 #include "core/error.h"
@@ -19,10 +20,29 @@ bool library_attention_available() {
 #endif
 }
 
-at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
+at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    double scale, std::optional<int64_t> sliding_window,
+                                    const at::Tensor& document_ids) {
 #ifdef TESSEL_HAS_LIBRARY_ATTENTION
-  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true, scale,
-                                          /*enable_gqa=*/k.size(1) != q.size(1));
+  const bool grouped = k.size(1) != q.size(1);
+  if (!sliding_window && !document_ids.defined()) {
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                            /*is_causal=*/true, scale, grouped);
+  }
+  // true = the query may see the key: causal, within the window, same document.
+  const int64_t T = q.size(2);
+  const auto idx = at::TensorOptions().dtype(at::kLong).device(q.device());
+  const at::Tensor i = at::arange(T, idx).unsqueeze(1);
+  const at::Tensor j = at::arange(T, idx).unsqueeze(0);
+  at::Tensor visible = j <= i;
+  if (sliding_window) visible = visible.logical_and(i - j < *sliding_window);
+  visible = visible.unsqueeze(0);  // [1, T, T]
+  if (document_ids.defined()) {
+    const at::Tensor doc = document_ids.to(q.device());
+    visible = visible.logical_and(doc.unsqueeze(2).eq(doc.unsqueeze(1)));  // [B, T, T]
+  }
+  return at::scaled_dot_product_attention(q, k, v, visible.unsqueeze(1), /*dropout_p=*/0.0,
+                                          /*is_causal=*/false, scale, grouped);
 #else
   TESSEL_CHECK(false, "this build's libtorch ({}) has no fused attention kernel; it needs libtorch 2.5 or later",
                TORCH_VERSION);

@@ -3,7 +3,8 @@
 // kernel with its own backward on CPU), where the build has it. Builds
 // against Debian's libtorch 1.13 have not: there it reports absent and
 // Attention keeps tiled_causal_attention. Measured against the tiled kernel
-// in docs/libtorch2.md.
+// in docs/libtorch2.md. On a GPU it is the flash or memory-efficient kernel,
+// and also serves sliding windows and packed documents, as a mask (SPEC 10).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -17,7 +18,12 @@ namespace tessel::nn {
 bool library_attention_available();
 
 // q [B, Hq, T, D], k and v [B, Hkv, T, D] (Hkv divides Hq): causal attention
-// with no window, softcap or documents. Only call when available.
-at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale);
+// (no softcap: the library has none). A sliding window or document ids
+// [B, T] (attention stays within each document) become a boolean mask of
+// the keys each query may see. Only call when available.
+at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    double scale,
+                                    std::optional<int64_t> sliding_window = std::nullopt,
+                                    const at::Tensor& document_ids = {});
 
 }  // namespace tessel::nn

@@ -17,9 +17,12 @@ namespace {
 // Elements per chunk of the update (1 MiB of fp32).
 constexpr int64_t kChunkElements = int64_t{1} << 18;
 
+// The hand-written loop (optim/adamw_kernel.h) reads host memory: float32
+// contiguous CPU tensors only. A device's take the ATen path below.
 bool fused_fp32(const at::Tensor& p, const at::Tensor& g, const AdamWParamState& s) {
   for (const at::Tensor* t : {&p, &g, &s.exp_avg, &s.exp_avg_sq}) {
-    if (t->scalar_type() != at::kFloat || !t->is_contiguous()) return false;
+    if (t->scalar_type() != at::kFloat || !t->is_contiguous() || !t->device().is_cpu())
+      return false;
   }
   return true;
 }

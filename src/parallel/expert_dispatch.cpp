@@ -60,7 +60,7 @@ at::Tensor dispatch_to_experts(const at::Tensor& tokens, const at::Tensor& chose
       rows_of[e] += in_acc[r][e];
     }
   }
-  const at::Tensor regroup = at::tensor(by_expert, at::kLong);
+  const at::Tensor regroup = at::tensor(by_expert, at::kLong).to(received.device());
   const at::Tensor grouped = received.index_select(0, regroup);
   std::vector<at::Tensor> outputs;
   int64_t begin = 0;

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "device/backend.h"
 #include "train/model_setup.h"
 
 namespace tessel::train {
@@ -42,6 +43,13 @@ std::vector<int64_t> gather_values(dist::Communicator& world, const std::vector<
 }
 
 int64_t peak_rss_bytes() { return status_bytes("VmHWM"); }
+
+int64_t peak_device_bytes(c10::Device device) {
+  const device::Backend* backend = device::backend_for(device);
+  return backend != nullptr
+             ? backend->memory_stats(device.index() < 0 ? 0 : device.index()).peak_allocated
+             : 0;
+}
 int64_t current_rss_bytes() { return status_bytes("VmRSS"); }
 int64_t shared_rss_bytes() { return status_bytes("RssShmem"); }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/Device.h>
+
 #include "dist/communicator.h"
 
 namespace tessel::train {
@@ -17,6 +19,9 @@ struct ShardedModel;
 
 // VmHWM / VmRSS in bytes; 0 where /proc is unavailable.
 int64_t peak_rss_bytes();
+// The high-water mark of `device`'s allocator (bytes given to tensors since
+// the process started); 0 for the CPU, whose figure is the RSS.
+int64_t peak_device_bytes(c10::Device device);
 int64_t current_rss_bytes();
 // The part of VmRSS that is shared memory (RssShmem): node-shared parameters,
 // MPI's shared-memory segments.

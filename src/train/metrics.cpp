@@ -49,6 +49,10 @@ void MetricsWriter::write(const StepMetrics& m) {
   if (!m.peak_rss_bytes.empty()) {
     j["peak_rss_bytes"] = m.peak_rss_bytes;
     j["peak_rss_bytes_max"] = max_over_ranks(m.peak_rss_bytes);
+    if (!m.peak_device_bytes.empty()) {
+      j["peak_device_bytes"] = m.peak_device_bytes;
+      j["peak_device_bytes_max"] = max_over_ranks(m.peak_device_bytes);
+    }
     // Bytes the step's collectives sent, summed over ranks: to peers on the
     // same node and across nodes, per mesh group.
     add_sent_bytes(j, m.sent_bytes);

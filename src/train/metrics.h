@@ -31,6 +31,9 @@ struct StepMetrics {
   double comm_wait_s = 0.0;
   // All empty except at steps that gathered them (logger.rank_metrics_period):
   std::vector<int64_t> peak_rss_bytes;  // per world rank (VmHWM)
+  // Per world rank, on a GPU only: the device allocator's high-water mark
+  // (bytes given to tensors; its cache reserves more).
+  std::vector<int64_t> peak_device_bytes;
   GroupBytes sent_bytes;                // per mesh group, summed over ranks (link_traffic.h)
   std::vector<double> comm_wait_s_per_rank;  // per world rank, as comm_wait_s above
 };

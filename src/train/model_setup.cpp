@@ -175,7 +175,7 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
     ring_stats = std::make_shared<parallel::RingAttentionStats>();
     parallel::apply_context_parallel(*model, mesh.group("cp"), ring_stats);
   }
-  fsdp::FSDPMesh fsdp_mesh(mesh.group("dp_shard_cp"), mesh.group("dp_replicate"));
+  fsdp::FSDPMesh fsdp_mesh(mesh.group("dp_shard_cp"), mesh.group("dp_replicate"), mesh.device());
   fsdp_mesh.set_gradient_divide_factor(1);
   fsdp::FSDPOptions fsdp_options;
   fsdp_options.reshard_after_forward = options.reshard_after_forward;
@@ -191,7 +191,7 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
   // ep_shard (the ranks holding the same experts), applied before its layer
   // so the layer's group takes only the dense rest. Gradients are SUMs, as
   // for the dense groups: the loss is normalised by the global token count.
-  fsdp::FSDPMesh expert_mesh(mesh.group("ep_shard"));
+  fsdp::FSDPMesh expert_mesh(mesh.group("ep_shard"), nullptr, mesh.device());
   expert_mesh.set_gradient_divide_factor(1);
   for (const auto& layer : model->decoder_layers()) {
     if (options.activation_checkpointing) layer->set_activation_checkpointing(true);

@@ -157,6 +157,10 @@ void TensorBoardWriter::write(const StepMetrics& m) {
   // Only at the steps that gathered every rank's figures (logger.rank_metrics_period).
   if (!m.peak_rss_bytes.empty()) {
     scalars.emplace_back("train/peak_rss_bytes_max", static_cast<double>(max_over_ranks(m.peak_rss_bytes)));
+    if (!m.peak_device_bytes.empty()) {
+      scalars.emplace_back("train/peak_device_bytes_max",
+                           static_cast<double>(max_over_ranks(m.peak_device_bytes)));
+    }
     scalars.emplace_back("train/inter_node_bytes", static_cast<double>(total_other_node(m.sent_bytes)));
   }
   write_scalars(m.step, scalars);

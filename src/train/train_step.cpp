@@ -31,14 +31,27 @@ std::pair<int64_t, int64_t> global_counts(const dist::DeviceMesh& mesh,
   return {counts[0].item<int64_t>(), counts[1].item<int64_t>()};
 }
 
-// This rank's piece of each micro batch: the whole rows, or under context
-// parallelism its load-balanced chunks of them (context_batches.h).
+// The tensors of a micro batch on `device` (the data loader makes them on the CPU).
+MicroBatch on_device(MicroBatch b, c10::Device device) {
+  if (device.is_cpu()) return b;
+  for (at::Tensor* t :
+       {&b.input_ids, &b.labels, &b.position_ids, &b.document_ids, &b.attention_mask}) {
+    if (t->defined()) *t = t->to(device);
+  }
+  return b;
+}
+
+// This rank's piece of each micro batch, on its device: the whole rows, or
+// under context parallelism its load-balanced chunks of them
+// (context_batches.h).
 std::vector<MicroBatch> local_pieces(const dist::DeviceMesh& mesh, const std::vector<MicroBatch>& batches) {
   const int cp = mesh.size("cp");
-  if (cp == 1) return batches;
   std::vector<MicroBatch> out;
   out.reserve(batches.size());
-  for (const auto& b : batches) out.push_back(context_parallel_slice(b, cp, mesh.coordinate("cp")));
+  for (const auto& b : batches) {
+    out.push_back(on_device(cp == 1 ? b : context_parallel_slice(b, cp, mesh.coordinate("cp")),
+                            mesh.device()));
+  }
   return out;
 }
 

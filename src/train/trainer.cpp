@@ -339,15 +339,18 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     // step: VmHWM only grows). Every rank decides alike from the step number.
     if (step == start_step || last || (step + 1) % o.rank_metrics_period == 0) {
       // One all-gather carries every rank's peak RSS, its step's time in
-      // collectives (microseconds) and its step's sends.
+      // collectives (microseconds), its device's peak memory and its step's
+      // sends.
       std::vector<int64_t> mine = flatten(sent);
-      mine.insert(mine.begin(), {peak_rss_bytes(), static_cast<int64_t>(std::llround(waited * 1e6))});
+      mine.insert(mine.begin(), {peak_rss_bytes(), static_cast<int64_t>(std::llround(waited * 1e6)),
+                                 peak_device_bytes(mesh.device())});
       const std::vector<int64_t> all = gather_values(*mesh.world(), mine);
       std::vector<int64_t> traffic;
       for (std::size_t r = 0; r < all.size(); r += mine.size()) {
         m.peak_rss_bytes.push_back(all[r]);
         m.comm_wait_s_per_rank.push_back(static_cast<double>(all[r + 1]) / 1e6);
-        traffic.insert(traffic.end(), all.begin() + static_cast<std::ptrdiff_t>(r) + 2,
+        if (!mesh.device().is_cpu()) m.peak_device_bytes.push_back(all[r + 2]);
+        traffic.insert(traffic.end(), all.begin() + static_cast<std::ptrdiff_t>(r) + 3,
                        all.begin() + static_cast<std::ptrdiff_t>(r + mine.size()));
       }
       m.sent_bytes = sum_over_ranks(sent, traffic);
@@ -431,7 +434,11 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     // much of the peak that is when parameters are node-shared.
     const std::string shared =
         parallelism.node_shared_params && mesh.world()->size() > 1
-            ? fmt::format(" (RSS; {} of it shared by the node's ranks, rank 0)", human_bytes(shared_rss_bytes()))
+            ? fmt::format(" (RSS; {} of it shared by the node's ranks, rank 0)",
+                          human_bytes(shared_rss_bytes()))
+        : !mesh.device().is_cpu()
+            ? fmt::format(" (RSS; on {}: {} at most in tensors)", mesh.device().str(),
+                          human_bytes(max_over_ranks(lastm.peak_device_bytes)))
             : std::string();
     progress->finish(fmt::format(
         "done: {} steps in {:.1f}s, loss {:.4f} -> {:.4f}, {:.0f} tokens/s{}, peak memory {} per "

@@ -1,0 +1,29 @@
+#include "device/backend.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace tessel::device {
+
+int cuda_device_count() {
+  const Backend* cuda = cuda_backend();
+  return cuda ? cuda->device_count() : 0;
+}
+
+const Backend* backend_for(c10::Device device) {
+  if (device.is_cpu()) return nullptr;
+  if (device.is_cuda()) {
+    const Backend* cuda = cuda_backend();
+    TESSEL_CHECK(cuda != nullptr, "a tensor on {} but {}", device.str(), no_cuda_reason());
+    return cuda;
+  }
+  throw Error(fmt::format("tessel computes on the CPU or CUDA devices, not on {}", device.str()));
+}
+
+void synchronize(c10::Device device) {
+  if (const Backend* b = backend_for(device))
+    b->synchronize(device.index() < 0 ? 0 : device.index());
+}
+
+}  // namespace tessel::device

@@ -1,0 +1,57 @@
+// What a kind of compute device gives tessel beyond ATen's tensors: how many
+// devices there are, making one current, its memory counters and its
+// streams. The CPU needs none of it (no backend). The CUDA build's backend
+// lives in device/cuda/; a CPU build links device/cuda_absent.cpp instead,
+// whose cuda_backend() is null and says why (ARCHITECTURE.md "device code").
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+
+#include "device/stream_ops.h"
+
+namespace tessel::device {
+
+// The device allocator's own counters (bytes): allocated to tensors now and
+// at most since the last reset, reserved from the device now and at most.
+struct MemoryStats {
+  int64_t allocated = 0;
+  int64_t peak_allocated = 0;
+  int64_t reserved = 0;
+  int64_t peak_reserved = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  // Devices this process can use; 0 when the driver finds none.
+  virtual int device_count() const = 0;
+  // Why device_count() is 0, e.g. "no CUDA driver found"; empty otherwise.
+  virtual std::string unavailable_reason() const = 0;
+  virtual void set_current_device(int index) const = 0;
+  // e.g. "NVIDIA H200, 139.8 GiB, compute capability 9.0"
+  virtual std::string describe(int index) const = 0;
+  virtual void synchronize(int index) const = 0;
+  virtual MemoryStats memory_stats(int index) const = 0;
+  virtual void reset_peak_memory(int index) const = 0;
+  virtual StreamOps& stream_ops() const = 0;
+};
+
+// The CUDA backend, or null in a build without CUDA.
+const Backend* cuda_backend();
+// Why cuda_backend() is null, or why it has no device.
+std::string no_cuda_reason();
+// Devices cuda_backend() sees (0 without one).
+int cuda_device_count();
+
+// The backend of a device that needs one: null for the CPU; tessel::Error for
+// a device kind this build has no backend for.
+const Backend* backend_for(c10::Device device);
+
+// Blocks until `device` has finished the work issued to it (no-op on the CPU).
+void synchronize(c10::Device device);
+
+}  // namespace tessel::device
