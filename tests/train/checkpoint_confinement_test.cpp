@@ -24,7 +24,7 @@
 #include "support/open_watch.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_manifest.h"
-#include "train/train_fixture.h"
+#include "train/checkpoint_fixture.h"
 #include "train/trainer.h"
 
 namespace tessel::train {
@@ -37,10 +37,10 @@ using ::testing::IsEmpty;
 using testing::quiet;
 using testing::world_mesh;
 
-class CheckpointConfinement : public testing::TrainFixture {
+class CheckpointConfinement : public testing::CheckpointFixture {
  protected:
   void SetUp() override {
-    TrainFixture::SetUp();
+    CheckpointFixture::SetUp();
     train(make_config(saving({"sft.max_num_steps=2"})), world_mesh(), quiet());
     ASSERT_TRUE(fs::is_regular_file(step() / "metadata.json"));
     fs::create_directories(outside());
@@ -49,18 +49,9 @@ class CheckpointConfinement : public testing::TrainFixture {
     }
   }
 
-  fs::path ckpt() const { return dir_ / "ckpt"; }
-  fs::path step() const { return ckpt() / "step_2"; }
+  fs::path step() const { return CheckpointFixture::step(2); }
   fs::path outside() const { return dir_ / "outside"; }
   fs::path bait() const { return outside() / "config.yaml"; }
-
-  std::vector<std::string> saving(const std::vector<std::string>& extra) const {
-    std::vector<std::string> o = {"checkpointing.enabled=true",
-                                  "checkpointing.checkpoint_dir='" + ckpt().string() + "'",
-                                  "checkpointing.save_period=2", "checkpointing.keep_top_k=null"};
-    o.insert(o.end(), extra.begin(), extra.end());
-    return o;
-  }
 
   // Adds `name` to metadata.json's "files" with the bait's true size and hash.
   void list_in_files(const std::string& name) const {
