@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tessel::fuzz::expect_only_tessel_errors([&] {
     const auto meta = tessel::train::parse_checkpoint_metadata(text, "fuzz/metadata.json");
     if (meta.files) expect_plain_names(*meta.files);
-    if (meta.world_size < 1 || meta.tp_size < 1 || meta.world_size % meta.tp_size != 0) std::abort();
+    if (meta.world_size < 1 || meta.tp_size < 1 || meta.world_size % meta.tp_size != 0)
+      std::abort();
     for (const auto& [name, shape] : meta.shapes) {
       for (const int64_t d : shape) {
         if (d < 0) std::abort();

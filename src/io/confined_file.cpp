@@ -61,7 +61,8 @@ std::string why_outside(const fs::path& dir, std::string_view name, const fs::pa
   const fs::path inside = fs::weakly_canonical(root, ec);
   if (ec) return fmt::format("{} cannot be resolved ({})", root.string(), ec.message());
   const fs::path relative = target.lexically_relative(inside);
-  if (relative == ".") return fmt::format("it is a symbolic link to the directory {} itself", target.string());
+  if (relative == ".")
+    return fmt::format("it is a symbolic link to the directory {} itself", target.string());
   if (relative.empty() || *relative.begin() == "..") {
     return fmt::format("it is a symbolic link to {}, outside {}", target.string(), inside.string());
   }

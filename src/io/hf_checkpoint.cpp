@@ -92,9 +92,9 @@ HfCheckpoint HfCheckpoint::open(const std::filesystem::path& dir) {
   for (const auto& [name, shard] : weight_map) {
     auto [it, added] = shard_position.emplace(shard, shard_position.size());
     if (!added) continue;
-    const auto shard_path =
-        confined_file(dir, shard, fmt::format("{}: the weight_map entry of tensor '{}'", index_path.string(), name),
-                      root);
+    const auto shard_path = confined_file(
+        dir, shard,
+        fmt::format("{}: the weight_map entry of tensor '{}'", index_path.string(), name), root);
     TESSEL_CHECK(std::filesystem::exists(shard_path),
                  "{}: shard file {} (holding tensor '{}') is missing; the download or copy of "
                  "the checkpoint is incomplete",

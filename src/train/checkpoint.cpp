@@ -63,6 +63,8 @@ std::map<std::string, size_t> param_index(models::CausalLM& model) {
 // The value `metric` has in a step's metadata.json, if it was recorded.
 std::optional<double> recorded_metric(const fs::path& step_dir, const std::string& metric) {
   if (metric.empty()) return std::nullopt;
+  // A metadata.json that links out of its step is not read (io/confined_file.h).
+  if (!io::why_outside(step_dir, "metadata.json", step_dir).empty()) return std::nullopt;
   std::ifstream in(step_dir / "metadata.json");
   const json meta = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!meta.is_object() || !meta.contains("metrics")) return std::nullopt;
@@ -127,28 +129,34 @@ void read_rank_header(const io::SafetensorsFile& file, int tp_size, RankFiles& r
   const std::string path = file.path().string();
   const auto it = header.find("dim0_offsets");
   if (it == header.end()) {
-    throw UsageError(fmt::format("{}: no dim0_offsets in the header: not a tessel checkpoint shard", path));
+    throw UsageError(
+        fmt::format("{}: no dim0_offsets in the header: not a tessel checkpoint shard", path));
   }
   const json offsets = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
   std::map<std::string, int64_t> rows;
   if (offsets.is_object()) {
     for (const auto& [name, row] : offsets.items()) {
-      if (!row.is_number_integer() || row.get<int64_t>() < 0) break;  // a too large unsigned wraps below 0
+      // An unsigned value too large for int64 reads as negative: refused too.
+      if (!row.is_number_integer() || row.get<int64_t>() < 0) break;
       rows[name] = row.get<int64_t>();
     }
   }
   if (!offsets.is_object() || rows.size() != offsets.size()) {
-    throw UsageError(fmt::format("{}: the header's dim0_offsets is not a JSON object of row offsets: the file "
-                                 "is damaged or not a tessel checkpoint shard",
-                                 path));
+    throw UsageError(
+        fmt::format("{}: the header's dim0_offsets is not a JSON object of row offsets: the file "
+                    "is damaged or not a tessel checkpoint shard",
+                    path));
   }
   rf.offsets.push_back(std::move(rows));
   int tp_rank = 0;
   if (const auto tp = header.find("tp_rank"); tp != header.end()) {
-    const auto [end, ec] = std::from_chars(tp->second.data(), tp->second.data() + tp->second.size(), tp_rank);
-    if (ec != std::errc() || end != tp->second.data() + tp->second.size() || tp_rank < 0 || tp_rank >= tp_size) {
-      throw UsageError(fmt::format("{}: the header's tp_rank is '{}', expected 0 to {} (metadata.json's tp_size {})",
-                                   path, tp->second, tp_size - 1, tp_size));
+    const auto [end, ec] =
+        std::from_chars(tp->second.data(), tp->second.data() + tp->second.size(), tp_rank);
+    if (ec != std::errc() || end != tp->second.data() + tp->second.size() || tp_rank < 0 ||
+        tp_rank >= tp_size) {
+      throw UsageError(fmt::format(
+          "{}: the header's tp_rank is '{}', expected 0 to {} (metadata.json's tp_size {})", path,
+          tp->second, tp_size - 1, tp_size));
     }
   }
   rf.tp_ranks.push_back(tp_rank);
@@ -158,16 +166,17 @@ RankFiles open_rank_files(const fs::path& step_dir, const CheckpointMetadata& me
   RankFiles rf;
   const std::string where = fmt::format("checkpoint {}", step_dir.string());
   for (int r = 0; r < meta.world_size; ++r) {
-    rf.files.push_back(
-        io::SafetensorsFile::open(io::confined_file(step_dir, fmt::format("rank_{}.safetensors", r), where)));
+    rf.files.push_back(io::SafetensorsFile::open(
+        io::confined_file(step_dir, fmt::format("rank_{}.safetensors", r), where)));
     read_rank_header(rf.files.back(), meta.tp_size, rf);
   }
   rf.tp_size = meta.tp_size;
   for (const auto& [name, split] : meta.tp_sharded) {
     rf.tp_sharded.emplace(
-        name, parallel::TpParam{tensor::ShardSpec(meta.shapes.at(name),
-                                                  {{parallel::kTpMeshDim, tensor::Layout::shard(split.dim)}}),
-                                split.packed_parts, "checkpoint"});
+        name, parallel::TpParam{
+                  tensor::ShardSpec(meta.shapes.at(name),
+                                    {{parallel::kTpMeshDim, tensor::Layout::shard(split.dim)}}),
+                  split.packed_parts, "checkpoint"});
   }
   return rf;
 }
@@ -487,7 +496,8 @@ std::vector<std::pair<std::string, at::Tensor>> load_full_tensors(const fs::path
   const CheckpointMetadata meta = read_metadata(step_dir);
   const RankFiles rf = open_rank_files(step_dir, meta);
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& [name, shape] : meta.shapes) out.emplace_back(name, assemble(rf, kind, name, shape));
+  for (const auto& [name, shape] : meta.shapes)
+    out.emplace_back(name, assemble(rf, kind, name, shape));
   return out;
 }
 

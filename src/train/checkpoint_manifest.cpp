@@ -55,7 +55,8 @@ std::optional<fs::path> previous_checkpoint(const fs::path& step_dir) {
                              "from a copy, or start afresh with another "
                              "checkpointing.checkpoint_dir",
                              step_dir.parent_path().string());
-  throw UsageError(fmt::format("checkpoint {} is damaged: {}. {}", step_dir.string(), problem, remedy));
+  throw UsageError(
+      fmt::format("checkpoint {} is damaged: {}. {}", step_dir.string(), problem, remedy));
 }
 
 [[noreturn]] void throw_damaged(const fs::path& step_dir, const std::string& file,
@@ -80,8 +81,9 @@ CheckpointManifest read_manifest(const fs::path& step_dir) {
   if (!manifest) return {};
   for (const auto& [name, digest] : *manifest) {
     if (const std::string why = io::why_outside(step_dir, name, step_dir); !why.empty()) {
-      throw_damaged(step_dir, fmt::format("{}: \"files\" names {}, which is not a file inside {}: {}",
-                                          path.string(), io::quoted_file_name(name), step_dir.string(), why));
+      throw_damaged(step_dir,
+                    fmt::format("{}: \"files\" names {}, which is not a file inside {}: {}",
+                                path.string(), io::quoted_file_name(name), step_dir.string(), why));
     }
   }
   return *manifest;

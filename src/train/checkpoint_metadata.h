@@ -38,7 +38,8 @@ struct TpSplit {
   int packed_parts = 1;
 };
 
-inline constexpr const char* kCheckpointFormat = "tessel-checkpoint-2";  // 2: each element in one rank file
+inline constexpr const char* kCheckpointFormat =
+    "tessel-checkpoint-2";  // 2: each element in one rank file
 
 struct CheckpointMetadata {
   int64_t step = 0;
@@ -48,7 +49,7 @@ struct CheckpointMetadata {
   int64_t optimizer_step = 0;
   bool has_optimizer = false;
   data::SamplerState sampler;
-  std::map<std::string, double> metrics;  // a metric that was NaN (null) is absent
+  std::map<std::string, double> metrics;               // a metric that was NaN (null) is absent
   std::map<std::string, std::vector<int64_t>> shapes;  // every parameter's global shape
   std::map<std::string, TpSplit> tp_sharded;           // the parameters split over tp
   std::optional<CheckpointManifest> files;  // absent in checkpoints saved before the list
@@ -56,7 +57,8 @@ struct CheckpointMetadata {
 
 // metadata.json's top level when it is a JSON object with the fields above;
 // tessel::UsageError "<source>: <what is wrong>" otherwise.
-CheckpointMetadata parse_checkpoint_metadata(const std::string& json_text, const std::string& source);
+CheckpointMetadata parse_checkpoint_metadata(const std::string& json_text,
+                                             const std::string& source);
 
 // Only "files" (absent: nullopt), for the check of the files before a load;
 // the same errors for the JSON and for "files".

@@ -25,12 +25,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::Contains;
-using ::testing::IsEmpty;
 using testing::expect_error_mentions;
+using ::testing::IsEmpty;
 using testing::TempDir;
 
 TEST(ConfinedFile, PlainFileNames) {
-  for (const std::string name : {"rank_0.safetensors", "config.json", "a..b", "..hidden", "x.", " ", "日本.bin"}) {
+  for (const std::string name :
+       {"rank_0.safetensors", "config.json", "a..b", "..hidden", "x.", " ", "日本.bin"}) {
     EXPECT_EQ(why_not_a_plain_file_name(name), "") << name;
   }
   const std::vector<std::pair<std::string, std::string>> refused = {
@@ -76,23 +77,31 @@ TEST(ConfinedFile, LinksMustLeadInside) {
   for (const char* name : {"file", "same", "down", "absolute_inside", "not_there"}) {
     EXPECT_EQ(why_outside(dir, name, dir), "") << name;
   }
-  const std::string target = fs::canonical(out / "file").string(), inside = fs::canonical(dir).string();
+  const std::string target = fs::canonical(out / "file").string(),
+                    inside = fs::canonical(dir).string();
   for (const char* name : {"up", "absolute_outside", "chain"}) {
-    EXPECT_EQ(why_outside(dir, name, dir), "it is a symbolic link to " + target + ", outside " + inside) << name;
+    EXPECT_EQ(why_outside(dir, name, dir),
+              "it is a symbolic link to " + target + ", outside " + inside)
+        << name;
   }
-  EXPECT_EQ(why_outside(dir, "dangling", dir),
-            "it is a symbolic link to " + fs::weakly_canonical(out).string() + "/missing, outside " + inside);
-  EXPECT_THAT(why_outside(dir, "loop", dir), ::testing::StartsWith("it is a symbolic link that cannot be followed"));
-  EXPECT_EQ(why_outside(dir, "self", dir), "it is a symbolic link to the directory " + inside + " itself");
+  EXPECT_EQ(why_outside(dir, "dangling", dir), "it is a symbolic link to " +
+                                                   fs::weakly_canonical(out).string() +
+                                                   "/missing, outside " + inside);
+  EXPECT_THAT(why_outside(dir, "loop", dir),
+              ::testing::StartsWith("it is a symbolic link that cannot be followed"));
+  EXPECT_EQ(why_outside(dir, "self", dir),
+            "it is a symbolic link to the directory " + inside + " itself");
   // A wider root admits what leads into it.
   EXPECT_EQ(why_outside(dir, "up", tmp.path()), "");
   // The name rules come first: nothing is resolved for them.
-  EXPECT_EQ(why_outside(dir, "../outside/file", tmp.path()), "it climbs out of the directory with '..'");
+  EXPECT_EQ(why_outside(dir, "../outside/file", tmp.path()),
+            "it climbs out of the directory with '..'");
 
   EXPECT_EQ(confined_file(dir, "same", "test"), dir / "same");
-  expect_error_mentions([&] { confined_file(dir, "up", "the list of test"); },
-                        {"the list of test names \"up\", which is not a file inside " + dir.string(),
-                         "it is a symbolic link to " + target, "restore the checkpoint from a copy"});
+  expect_error_mentions(
+      [&] { confined_file(dir, "up", "the list of test"); },
+      {"the list of test names \"up\", which is not a file inside " + dir.string(),
+       "it is a symbolic link to " + target, "restore the checkpoint from a copy"});
 }
 
 class HfConfinement : public ::testing::Test {
@@ -121,12 +130,15 @@ class HfConfinement : public ::testing::Test {
 };
 
 TEST_F(HfConfinement, IndexNamesOutsideTheDirectoryAreRefused) {
-  const std::string where = (dir() / kHfSafetensorsIndexFile).string() + ": the weight_map entry of tensor 'b' names ";
+  const std::string where =
+      (dir() / kHfSafetensorsIndexFile).string() + ": the weight_map entry of tensor 'b' names ";
   index_sends_b_to("../outside/part-b.safetensors");
-  expect_refused({where + "\"../outside/part-b.safetensors\", which is not a file inside " + dir().string(),
-                  "climbs out of the directory with '..'"});
+  expect_refused(
+      {where + "\"../outside/part-b.safetensors\", which is not a file inside " + dir().string(),
+       "climbs out of the directory with '..'"});
   index_sends_b_to((outside() / "part-b.safetensors").string());
-  expect_refused({where + "\"" + (outside() / "part-b.safetensors").string() + "\"", "it is an absolute path"});
+  expect_refused({where + "\"" + (outside() / "part-b.safetensors").string() + "\"",
+                  "it is an absolute path"});
   index_sends_b_to(std::string("../outside/part-b.safetensors") + '\0' + ".x");
   expect_refused({where + "\"../outside/part-b.safetensors\\u0000.x\"", "it contains a NUL byte"});
 }
@@ -134,8 +146,10 @@ TEST_F(HfConfinement, IndexNamesOutsideTheDirectoryAreRefused) {
 TEST_F(HfConfinement, ShardsThatLinkOutAreRefused) {
   fs::create_symlink("../outside/part-b.safetensors", dir() / "part-b.safetensors");
   index_sends_b_to("part-b.safetensors");
-  expect_refused({"the weight_map entry of tensor 'b' names \"part-b.safetensors\", which is not a file inside",
-                  "it is a symbolic link to " + fs::canonical(outside() / "part-b.safetensors").string()});
+  expect_refused(
+      {"the weight_map entry of tensor 'b' names \"part-b.safetensors\", which is not a file "
+       "inside",
+       "it is a symbolic link to " + fs::canonical(outside() / "part-b.safetensors").string()});
   // The single-file form too.
   fs::remove(dir() / kHfSafetensorsIndexFile);
   fs::create_symlink("../outside/part-b.safetensors", dir() / kHfSafetensorsFile);

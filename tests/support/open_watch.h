@@ -20,7 +20,8 @@ namespace tessel::test_support {
 
 class OpenWatch {
  public:
-  explicit OpenWatch(const std::filesystem::path& dir) : fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
+  explicit OpenWatch(const std::filesystem::path& dir)
+      : fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
     if (fd_ < 0) throw std::runtime_error(std::string("inotify_init1: ") + std::strerror(errno));
     if (::inotify_add_watch(fd_, dir.c_str(), IN_OPEN | IN_ACCESS) < 0) {
       const std::string why = std::strerror(errno);

@@ -23,8 +23,8 @@
 #include "io/xxhash64.h"
 #include "support/open_watch.h"
 #include "train/checkpoint.h"
-#include "train/checkpoint_manifest.h"
 #include "train/checkpoint_fixture.h"
+#include "train/checkpoint_manifest.h"
 #include "train/trainer.h"
 
 namespace tessel::train {
@@ -90,7 +90,8 @@ class CheckpointConfinement : public testing::CheckpointFixture {
   // What reads a checkpoint: the check before a resume (through train, as a
   // run resumes from the latest step), `tessel convert`, and the check alone.
   std::vector<std::pair<std::string, std::function<void()>>> every_reader() {
-    return {{"resume", [&] { train(make_config(saving({"sft.max_num_steps=4"})), world_mesh(), quiet()); }},
+    return {{"resume",
+             [&] { train(make_config(saving({"sft.max_num_steps=4"})), world_mesh(), quiet()); }},
             {"convert", [&] { convert_checkpoint_to_hf(step(), dir_ / "hf"); }},
             {"verify", [&] { verify_checkpoint(step()); }}};
   }
@@ -109,7 +110,8 @@ TEST_F(CheckpointConfinement, EntryClimbingOutWithDotDotIsRefused) {
 
 TEST_F(CheckpointConfinement, AbsoluteEntryIsRefused) {
   list_in_files(bait().string());
-  expect_refused(every_reader(), {metadata_names("\"" + bait().string() + "\""), "it is an absolute path"});
+  expect_refused(every_reader(),
+                 {metadata_names("\"" + bait().string() + "\""), "it is an absolute path"});
 }
 
 TEST_F(CheckpointConfinement, EntryWithANulByteIsRefused) {
@@ -125,10 +127,9 @@ TEST_F(CheckpointConfinement, ListedFileThatLinksOutIsRefused) {
   // inside, the next out.
   fs::create_symlink("../../outside/config.yaml", step() / "hop");
   make_link("config.yaml", "hop");
-  expect_refused(every_reader(), {metadata_names("\"config.yaml\""), "it is a symbolic link to " +
-                                                                         fs::canonical(bait()).string() +
-                                                                         ", outside " +
-                                                                         fs::canonical(step()).string()});
+  expect_refused(every_reader(), {metadata_names("\"config.yaml\""),
+                                  "it is a symbolic link to " + fs::canonical(bait()).string() +
+                                      ", outside " + fs::canonical(step()).string()});
 }
 
 TEST_F(CheckpointConfinement, RankFileOrMetadataThatLinksOutIsRefused) {
@@ -137,14 +138,18 @@ TEST_F(CheckpointConfinement, RankFileOrMetadataThatLinksOutIsRefused) {
   make_link("rank_0.safetensors", outside() / "rank_0.safetensors");
   auto readers = every_reader();
   readers.emplace_back("load", [&] { load_full_tensors(step()); });
-  expect_refused(readers, {"names \"rank_0.safetensors\", which is not a file inside " + step().string(),
-                           "it is a symbolic link to " + fs::canonical(outside() / "rank_0.safetensors").string()});
+  expect_refused(
+      readers,
+      {"names \"rank_0.safetensors\", which is not a file inside " + step().string(),
+       "it is a symbolic link to " + fs::canonical(outside() / "rank_0.safetensors").string()});
 
   fs::remove(step() / "rank_0.safetensors");
   fs::copy_file(outside() / "rank_0.safetensors", step() / "rank_0.safetensors");
   make_link("metadata.json", outside() / "metadata.json");
-  expect_refused(readers, {"checkpoint " + step().string() + " names \"metadata.json\", which is not a file inside",
-                           "it is a symbolic link to " + fs::canonical(outside() / "metadata.json").string()});
+  expect_refused(
+      readers,
+      {"checkpoint " + step().string() + " names \"metadata.json\", which is not a file inside",
+       "it is a symbolic link to " + fs::canonical(outside() / "metadata.json").string()});
 }
 
 TEST_F(CheckpointConfinement, LinksThatStayInsideStillLoad) {
@@ -155,7 +160,8 @@ TEST_F(CheckpointConfinement, LinksThatStayInsideStillLoad) {
   EXPECT_NO_THROW(verify_checkpoint(step()));
   EXPECT_NO_THROW(convert_checkpoint_to_hf(step(), dir_ / "hf"));
   EXPECT_TRUE(fs::is_regular_file(dir_ / "hf" / "model.safetensors"));
-  const TrainResult resumed = train(make_config(saving({"sft.max_num_steps=4"})), world_mesh(), quiet());
+  const TrainResult resumed =
+      train(make_config(saving({"sft.max_num_steps=4"})), world_mesh(), quiet());
   ASSERT_EQ(resumed.steps.size(), 2u);
   EXPECT_EQ(resumed.steps.front().step, 3);
 }

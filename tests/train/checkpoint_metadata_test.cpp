@@ -17,8 +17,8 @@
 namespace tessel::train {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 const std::string kSource = "/ckpt/step_10/metadata.json";
 
@@ -74,7 +74,8 @@ TEST(CheckpointMetadata, FileNamesOutsideTheStepAreRefusedByName) {
     std::string name, shown, why;
   };
   const std::vector<Case> cases = {
-      {"../../../../etc/hostname", "\"../../../../etc/hostname\"", "it climbs out of the directory with '..'"},
+      {"../../../../etc/hostname", "\"../../../../etc/hostname\"",
+       "it climbs out of the directory with '..'"},
       {"/etc/hostname", "\"/etc/hostname\"", "it is an absolute path"},
       {std::string("config.json\0x", 13), "\"config.json\\u0000x\"", "it contains a NUL byte"},
       {"sub/rank_0.safetensors", "\"sub/rank_0.safetensors\"", "it contains '/'"},
@@ -86,8 +87,9 @@ TEST(CheckpointMetadata, FileNamesOutsideTheStepAreRefusedByName) {
     json meta = valid();
     meta["files"][c.name] = {{"bytes", 10}, {"xxh64", "0000000000000000"}};
     const std::string message = refusal(meta);
-    EXPECT_THAT(message, HasSubstr(kSource + ": \"files\" names " + c.shown +
-                                   ", which is not a file name inside the step directory: " + c.why))
+    EXPECT_THAT(message,
+                HasSubstr(kSource + ": \"files\" names " + c.shown +
+                          ", which is not a file name inside the step directory: " + c.why))
         << c.shown;
     // The same check for the list alone (what the check before a load reads).
     try {
@@ -110,11 +112,16 @@ TEST(CheckpointMetadata, MalformedFieldsAreNamed) {
        "\"format\" is \"tessel-checkpoint-3\", expected \"tessel-checkpoint-2\""},
       {[](json& m) { m.erase("step"); }, "has no \"step\""},
       {[](json& m) { m["step"] = -1; }, "\"step\" is -1, expected an integer from 0 to"},
-      {[](json& m) { m["world_size"] = "4"; }, "\"world_size\" is \"4\", expected an integer from 1 to 2147483647"},
+      {[](json& m) { m["world_size"] = "4"; },
+       "\"world_size\" is \"4\", expected an integer from 1 to 2147483647"},
       {[](json& m) { m["world_size"] = 0; }, "\"world_size\" is 0"},
       {[](json& m) { m["world_size"] = 1e300; }, "\"world_size\" is 1e+300"},
       {[](json& m) { m["tp_size"] = 8; }, "\"tp_size\" is 8, expected an integer from 1 to 4"},
-      {[](json& m) { m["world_size"] = 6; m["tp_size"] = 4; }, "\"tp_size\" 4 does not divide \"world_size\" 6"},
+      {[](json& m) {
+         m["world_size"] = 6;
+         m["tp_size"] = 4;
+       },
+       "\"tp_size\" 4 does not divide \"world_size\" 6"},
       {[](json& m) { m["has_optimizer"] = 1; }, "\"has_optimizer\" is 1, expected true or false"},
       {[](json& m) { m["optimizer_step"] = 2.5; }, "\"optimizer_step\" is 2.5"},
       {[](json& m) { m["sampler"] = "x"; }, "\"sampler\" is \"x\", expected a JSON object"},
@@ -122,23 +129,38 @@ TEST(CheckpointMetadata, MalformedFieldsAreNamed) {
       {[](json& m) { m["sampler"]["seed"] = -1; }, "\"sampler\"'s \"seed\" is -1"},
       {[](json& m) { m["metrics"]["train:loss"] = "low"; },
        "the metric 'train:loss' in \"metrics\" is \"low\", expected a number or null"},
-      {[](json& m) { m["shapes"]["w"] = {8, -4}; }, "the shape of 'w' in \"shapes\" holds a size that is -4"},
-      {[](json& m) { m["shapes"]["w"] = "8x4"; }, "the shape of 'w' in \"shapes\" is \"8x4\", expected a list"},
-      {[](json& m) { m["shapes"]["w"] = {4294967296LL, 4294967296LL}; },
-       "the shape of 'w' in \"shapes\" is [4294967296,4294967296]: more elements than a tensor can hold"},
-      {[](json& m) { m["tp_sharded"]["lost"] = {{"dim", 0}, {"packed_parts", 1}}; },
+      {[](json& m) {
+         m["shapes"]["w"] = {8, -4};
+       },
+       "the shape of 'w' in \"shapes\" holds a size that is -4"},
+      {[](json& m) { m["shapes"]["w"] = "8x4"; },
+       "the shape of 'w' in \"shapes\" is \"8x4\", expected a list"},
+      {[](json& m) {
+         m["shapes"]["w"] = {4294967296LL, 4294967296LL};
+       },
+       "the shape of 'w' in \"shapes\" is [4294967296,4294967296]: more elements than a tensor can "
+       "hold"},
+      {[](json& m) {
+         m["tp_sharded"]["lost"] = {{"dim", 0}, {"packed_parts", 1}};
+       },
        "\"tp_sharded\" names 'lost', which has no shape in \"shapes\""},
-      {[](json& m) { m["tp_sharded"]["w"]["dim"] = 2; }, "\"tp_sharded\"'s 'w' \"dim\" is 2, expected an integer from 0 to 1"},
+      {[](json& m) { m["tp_sharded"]["w"]["dim"] = 2; },
+       "\"tp_sharded\"'s 'w' \"dim\" is 2, expected an integer from 0 to 1"},
       {[](json& m) { m["tp_sharded"]["w"]["packed_parts"] = 3; },
        "\"tp_sharded\"'s 'w': \"packed_parts\" 3 does not divide its size 8 along dim 0"},
-      {[](json& m) { m["tp_sharded"]["scale"] = {{"dim", 0}, {"packed_parts", 1}}; },
+      {[](json& m) {
+         m["tp_sharded"]["scale"] = {{"dim", 0}, {"packed_parts", 1}};
+       },
        "\"tp_sharded\"'s 'scale': a scalar cannot be split over tp"},
       {[](json& m) { m["files"] = json::array(); }, "\"files\" is [], expected a JSON object"},
-      {[](json& m) { m["files"]["config.json"]["bytes"] = -12; }, "the \"files\" entry \"config.json\"'s \"bytes\" is -12"},
-      {[](json& m) { m["files"]["config.json"].erase("xxh64"); }, "the \"files\" entry \"config.json\" has no \"xxh64\""},
+      {[](json& m) { m["files"]["config.json"]["bytes"] = -12; },
+       "the \"files\" entry \"config.json\"'s \"bytes\" is -12"},
+      {[](json& m) { m["files"]["config.json"].erase("xxh64"); },
+       "the \"files\" entry \"config.json\" has no \"xxh64\""},
       // Sixteen characters std::stoull would have read as a number.
       {[](json& m) { m["files"]["config.json"]["xxh64"] = "-000000000000001"; },
-       "the \"files\" entry \"config.json\"'s \"xxh64\" is \"-000000000000001\", not 16 hex digits"},
+       "the \"files\" entry \"config.json\"'s \"xxh64\" is \"-000000000000001\", not 16 hex "
+       "digits"},
       {[](json& m) { m["files"]["config.json"]["xxh64"] = "0123456789abcde"; },
        "the \"files\" entry \"config.json\"'s \"xxh64\" is \"0123456789abcde\", not 16 hex digits"},
   };
