@@ -15,7 +15,8 @@ cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -- -j"$(nproc)" >/dev/null
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-  targets=(safetensors_header model_config yaml_config jsonl_dataset tokenizer_json plan_yaml python_plan)
+  targets=(safetensors_header model_config yaml_config jsonl_dataset tokenizer_json plan_yaml python_plan
+    checkpoint_metadata)
 fi
 out=build/fuzz
 seeds=$(mktemp -d)

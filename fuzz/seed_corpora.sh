@@ -24,3 +24,5 @@ printf '{"tokens": [1, 2, 3], "loss_mask": [0, 1, 1]}\n{"messages": [{"role": "u
 seed tokenizer_json "$root"/fuzz/seeds/tokenizer_json/*.json
 seed plan_yaml "$root"/examples/custom_parallel/*.yaml
 seed python_plan "$root"/examples/custom_parallel/*.py
+# metadata.json of real checkpoints, one per layout (fuzz/seeds/checkpoint_metadata/regenerate.sh).
+seed checkpoint_metadata "$root"/fuzz/seeds/checkpoint_metadata/*.json

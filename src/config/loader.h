@@ -4,12 +4,18 @@
 // also changes `policy.tokenizer.name: ${policy.model_name}`.
 //
 // Inheritance: a file's top-level `defaults:` names one file or a list of
-// files, relative to the including file. Each is loaded (recursively, depth
+// files, relative to the including file (or absolute). Each is loaded (recursively, depth
 // first), merged in order, and the including file is merged last, so later
 // wins. Merging is recursive for mappings; lists and scalars are replaced. A
 // mapping holding `_override_: true` replaces what it merges onto instead
 // (the key itself is dropped). A file that includes itself, directly or not,
 // is an error that prints the chain.
+//
+// A config is the user's own writing, as a shell script is: the files its
+// `defaults:` name may be anywhere (`../base.yaml`, an absolute path), and
+// so may the paths it sets (checkpoint_dir, resume_from, model, tokenizer
+// and data). Only what a checkpoint names is kept inside its directory
+// (io/confined_file.h): that comes from a file someone else may have made.
 #pragma once
 
 #include <filesystem>

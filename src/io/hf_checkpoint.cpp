@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/confined_file.h"
 #include "io/name_hints.h"
 
 namespace tessel::io {
@@ -37,17 +38,24 @@ std::map<std::string, std::string> read_weight_map(const std::filesystem::path& 
                  "{}: weight_map entry for tensor '{}' is a JSON {}, expected "
                  "a shard file name",
                  index_path.string(), name, shard.type_name());
-    const std::filesystem::path shard_path(shard.get<std::string>());
-    // Shards live beside the index; refuse paths that would read elsewhere.
-    bool escapes = shard_path.empty() || shard_path.is_absolute();
-    for (const auto& part : shard_path) escapes = escapes || part == "..";
-    TESSEL_CHECK(!escapes,
-                 "{}: weight_map sends tensor '{}' to '{}', which is not a file name "
-                 "inside the checkpoint directory",
-                 index_path.string(), name, shard_path.string());
-    weight_map.emplace(name, shard_path.string());
+    weight_map.emplace(name, shard.get<std::string>());
   }
   return weight_map;
+}
+
+// Where the files of `dir` may lead when they are symbolic links: `dir`
+// itself, except in a Hugging Face hub cache, which keeps a model as
+// <repo>/snapshots/<revision>/<file>, each file a link into <repo>/blobs/.
+std::filesystem::path link_root(const std::filesystem::path& dir) {
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::weakly_canonical(dir, ec);
+  if (ec) return dir;
+  const std::filesystem::path snapshots = real.parent_path();
+  const std::filesystem::path repo = snapshots.parent_path();
+  if (snapshots.filename() == "snapshots" && std::filesystem::is_directory(repo / "blobs", ec)) {
+    return repo;
+  }
+  return dir;
 }
 
 }  // namespace
@@ -59,10 +67,14 @@ HfCheckpoint HfCheckpoint::open(const std::filesystem::path& dir) {
                "{}: not a directory (expected a Hugging Face model directory with {} or {})",
                dir.string(), kHfSafetensorsFile, kHfSafetensorsIndexFile);
 
+  // Every file is checked with io/confined_file.h before it is opened: the
+  // shard names come from the index, and any file may be a link.
+  const std::filesystem::path root = link_root(dir);
+  const std::string in_dir = fmt::format("Hugging Face directory {}", dir.string());
   const auto single = dir / kHfSafetensorsFile;
   const auto index_path = dir / kHfSafetensorsIndexFile;
   if (std::filesystem::exists(single)) {
-    ckpt.source_ = single;
+    ckpt.source_ = confined_file(dir, kHfSafetensorsFile, in_dir, root);
     ckpt.files_.push_back(SafetensorsFile::open(single));
     for (const auto& t : ckpt.files_[0].tensors()) ckpt.file_index_.emplace(t.name, 0);
     return ckpt;
@@ -72,14 +84,17 @@ HfCheckpoint HfCheckpoint::open(const std::filesystem::path& dir) {
                "checkpoints must be converted to safetensors first)",
                dir.string(), kHfSafetensorsFile, kHfSafetensorsIndexFile);
 
-  ckpt.source_ = index_path;
+  ckpt.source_ = confined_file(dir, kHfSafetensorsIndexFile, in_dir, root);
   ckpt.sharded_ = true;
   const auto weight_map = read_weight_map(index_path);
+  // Every shard is checked (name, link, presence) before any is opened.
   std::map<std::string, size_t> shard_position;
   for (const auto& [name, shard] : weight_map) {
     auto [it, added] = shard_position.emplace(shard, shard_position.size());
     if (!added) continue;
-    const auto shard_path = dir / shard;
+    const auto shard_path = confined_file(
+        dir, shard,
+        fmt::format("{}: the weight_map entry of tensor '{}'", index_path.string(), name), root);
     TESSEL_CHECK(std::filesystem::exists(shard_path),
                  "{}: shard file {} (holding tensor '{}') is missing; the download or copy of "
                  "the checkpoint is incomplete",

@@ -14,7 +14,10 @@
 //   path/libplan.so:sym   a compiled plugin: dlopen, then
 //                         `extern "C" void sym(tessel::parallel::Plan*)`.
 // Relative files are searched in the config file's directory, the working
-// directory, then each directory of TESSEL_PLAN_PATH (':'-separated). Errors
+// directory, then each directory of TESSEL_PLAN_PATH (':'-separated). The
+// reference is the user's (the run's config), so a file form may name a file
+// anywhere, as `defaults:` may (config/loader.h); a dotted path cannot climb
+// with '..' (its segments would be empty, which is refused). Errors
 // (tessel::UsageError) say which form was tried, where it looked and what was
 // wrong.
 #pragma once

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "core/log.h"
 #include "fsdp/state_dict.h"
 #include "io/atomic_file.h"
+#include "io/confined_file.h"
 #include "io/safetensors_file.h"
 #include "io/safetensors_writer.h"
 #include "models/model_config.h"
@@ -27,6 +29,7 @@
 #include "parallel/param_registry.h"
 #include "tensor/box_map.h"
 #include "train/checkpoint_manifest.h"
+#include "train/checkpoint_metadata.h"
 #include "train/shard_loading.h"
 
 namespace tessel::train {
@@ -60,6 +63,8 @@ std::map<std::string, size_t> param_index(models::CausalLM& model) {
 // The value `metric` has in a step's metadata.json, if it was recorded.
 std::optional<double> recorded_metric(const fs::path& step_dir, const std::string& metric) {
   if (metric.empty()) return std::nullopt;
+  // A metadata.json that links out of its step is not read (io/confined_file.h).
+  if (!io::why_outside(step_dir, "metadata.json", step_dir).empty()) return std::nullopt;
   std::ifstream in(step_dir / "metadata.json");
   const json meta = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!meta.is_object() || !meta.contains("metrics")) return std::nullopt;
@@ -117,30 +122,61 @@ struct RankFiles {
   std::map<std::string, parallel::TpParam> tp_sharded;  // the parameters split over tp
 };
 
-RankFiles open_rank_files(const fs::path& step_dir, const json& meta) {
-  RankFiles rf;
-  const int world_size = meta.at("world_size").get<int>();
-  for (int r = 0; r < world_size; ++r) {
-    rf.files.push_back(io::SafetensorsFile::open(step_dir / fmt::format("rank_{}.safetensors", r)));
-    const auto& header = rf.files.back().metadata();
-    const auto it = header.find("dim0_offsets");
-    if (it == header.end()) {
-      throw Error(fmt::format("{}: no dim0_offsets in the header: not a tessel checkpoint shard",
-                              rf.files.back().path().string()));
-    }
-    rf.offsets.push_back(json::parse(it->second).get<std::map<std::string, int64_t>>());
-    const auto tp = header.find("tp_rank");
-    rf.tp_ranks.push_back(tp == header.end() ? 0 : std::stoi(tp->second));
+// A rank file's header fields (its rows' offsets, its tp coordinate), checked
+// as metadata.json is: they come from the checkpoint too.
+void read_rank_header(const io::SafetensorsFile& file, int tp_size, RankFiles& rf) {
+  const auto& header = file.metadata();
+  const std::string path = file.path().string();
+  const auto it = header.find("dim0_offsets");
+  if (it == header.end()) {
+    throw UsageError(
+        fmt::format("{}: no dim0_offsets in the header: not a tessel checkpoint shard", path));
   }
-  rf.tp_size = meta.value("tp_size", 1);
-  if (meta.contains("tp_sharded")) {
-    for (const auto& [name, p] : meta.at("tp_sharded").items()) {
-      const auto shape = meta.at("shapes").at(name).get<std::vector<int64_t>>();
-      rf.tp_sharded.emplace(
-          name, parallel::TpParam{tensor::ShardSpec(shape, {{parallel::kTpMeshDim,
-                                                             tensor::Layout::shard(p.at("dim").get<int64_t>())}}),
-                                  p.at("packed_parts").get<int>(), "checkpoint"});
+  const json offsets = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  std::map<std::string, int64_t> rows;
+  if (offsets.is_object()) {
+    for (const auto& [name, row] : offsets.items()) {
+      // An unsigned value too large for int64 reads as negative: refused too.
+      if (!row.is_number_integer() || row.get<int64_t>() < 0) break;
+      rows[name] = row.get<int64_t>();
     }
+  }
+  if (!offsets.is_object() || rows.size() != offsets.size()) {
+    throw UsageError(
+        fmt::format("{}: the header's dim0_offsets is not a JSON object of row offsets: the file "
+                    "is damaged or not a tessel checkpoint shard",
+                    path));
+  }
+  rf.offsets.push_back(std::move(rows));
+  int tp_rank = 0;
+  if (const auto tp = header.find("tp_rank"); tp != header.end()) {
+    const auto [end, ec] =
+        std::from_chars(tp->second.data(), tp->second.data() + tp->second.size(), tp_rank);
+    if (ec != std::errc() || end != tp->second.data() + tp->second.size() || tp_rank < 0 ||
+        tp_rank >= tp_size) {
+      throw UsageError(fmt::format(
+          "{}: the header's tp_rank is '{}', expected 0 to {} (metadata.json's tp_size {})", path,
+          tp->second, tp_size - 1, tp_size));
+    }
+  }
+  rf.tp_ranks.push_back(tp_rank);
+}
+
+RankFiles open_rank_files(const fs::path& step_dir, const CheckpointMetadata& meta) {
+  RankFiles rf;
+  const std::string where = fmt::format("checkpoint {}", step_dir.string());
+  for (int r = 0; r < meta.world_size; ++r) {
+    rf.files.push_back(io::SafetensorsFile::open(
+        io::confined_file(step_dir, fmt::format("rank_{}.safetensors", r), where)));
+    read_rank_header(rf.files.back(), meta.tp_size, rf);
+  }
+  rf.tp_size = meta.tp_size;
+  for (const auto& [name, split] : meta.tp_sharded) {
+    rf.tp_sharded.emplace(
+        name, parallel::TpParam{
+                  tensor::ShardSpec(meta.shapes.at(name),
+                                    {{parallel::kTpMeshDim, tensor::Layout::shard(split.dim)}}),
+                  split.packed_parts, "checkpoint"});
   }
   return rf;
 }
@@ -181,8 +217,12 @@ at::Tensor assemble(const RankFiles& rf, const std::string& kind, const std::str
   return parallel::join_pieces(pieces, it->second);
 }
 
-json read_metadata(const fs::path& step_dir) {
-  return json::parse(read_text(step_dir / "metadata.json"));
+// Checked whole (train/checkpoint_metadata.h) before any other file of the
+// step is opened.
+CheckpointMetadata read_metadata(const fs::path& step_dir) {
+  const fs::path path =
+      io::confined_file(step_dir, "metadata.json", fmt::format("checkpoint {}", step_dir.string()));
+  return parse_checkpoint_metadata(read_text(path), path.string());
 }
 
 // Test-only fault injection (tests/train/checkpoint_crash_test.cpp,
@@ -317,7 +357,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
         io::write_file_atomically(tmp / "config.json", models::to_config_json(model.model->config()));
     files["config.yaml"] = io::write_file_atomically(tmp / "config.yaml", run_config.to_yaml());
     json meta;
-    meta["format"] = "tessel-checkpoint-2";  // 2: each element in one rank file
+    meta["format"] = kCheckpointFormat;
     meta["step"] = info.step;
     meta["world_size"] = world->size();
     meta["mesh"] = mesh.layout().describe();
@@ -416,19 +456,20 @@ void fill_from_rank_files(const RankFiles& rf, const std::string& kind, const st
 
 CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
                                optim::AdamW* optimizer) {
-  const json meta = read_metadata(step_dir);
+  const CheckpointMetadata meta = read_metadata(step_dir);
   const RankFiles rf = open_rank_files(step_dir, meta);
   const auto index = param_index(*model.model);
-  const bool with_optimizer = optimizer != nullptr && meta.value("has_optimizer", false);
+  const bool with_optimizer = optimizer != nullptr && meta.has_optimizer;
   std::vector<optim::AdamWParamState> states(index.size());
   at::NoGradGuard no_grad;
   for (auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) {
-    if (!meta.at("shapes").contains(name)) {
+    const auto recorded = meta.shapes.find(name);
+    if (recorded == meta.shapes.end()) {
       throw Error(fmt::format("checkpoint {} has no parameter '{}': it was saved from another "
                               "model",
                               step_dir.string(), name));
     }
-    const auto shape = meta.at("shapes").at(name).get<std::vector<int64_t>>();
+    const auto& shape = recorded->second;
     TESSEL_CHECK(shape == model.global_shape(name, sp.spec.global_shape()), "checkpoint shape of {} differs from the model's",
                  name);
     // Only the rows this rank holds (its tp piece, then its FSDP rows) are read.
@@ -442,33 +483,30 @@ CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
       fill_from_rank_files(rf, "exp_avg_sq", name, shape, dst_map, st.exp_avg_sq, step_dir);
     }
   }
-  if (with_optimizer) optimizer->load_state(std::move(states), meta.at("optimizer_step").get<int64_t>());
+  if (with_optimizer) optimizer->load_state(std::move(states), meta.optimizer_step);
   CheckpointInfo info;
-  info.step = meta.at("step").get<int64_t>();
-  info.sampler = data::SamplerState::from_json(meta.at("sampler").dump());
-  const json metrics = meta.value("metrics", json::object());
-  for (const auto& [name, value] : metrics.items()) {
-    if (value.is_number()) info.metrics[name] = value.get<double>();
-  }
+  info.step = meta.step;
+  info.sampler = meta.sampler;
+  info.metrics = meta.metrics;
   return info;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> load_full_tensors(const fs::path& step_dir,
                                                                   const std::string& kind) {
-  const json meta = read_metadata(step_dir);
+  const CheckpointMetadata meta = read_metadata(step_dir);
   const RankFiles rf = open_rank_files(step_dir, meta);
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& [name, shape] : meta.at("shapes").items()) {
-    out.emplace_back(name, assemble(rf, kind, name, shape.get<std::vector<int64_t>>()));
-  }
+  for (const auto& [name, shape] : meta.shapes)
+    out.emplace_back(name, assemble(rf, kind, name, shape));
   return out;
 }
 
 fs::path convert_checkpoint_to_hf(const fs::path& ckpt, const fs::path& out_dir) {
   const fs::path step_dir = resolve_step_dir(ckpt);
   verify_checkpoint(step_dir);
-  const auto config = models::parse_model_config(read_text(step_dir / "config.json"),
-                                                 (step_dir / "config.json").string());
+  const fs::path config_path =
+      io::confined_file(step_dir, "config.json", fmt::format("checkpoint {}", step_dir.string()));
+  const auto config = models::parse_model_config(read_text(config_path), config_path.string());
   auto model = models::build_model(config);
   std::map<std::string, at::Tensor> params;
   for (auto& item : model->named_parameters()) params[item.key()] = item.value();

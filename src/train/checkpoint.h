@@ -18,7 +18,10 @@
 //                         step, data sampler position, the metrics of the
 //                         step ("train:loss", ...; rank 0), and every other
 //                         file's size and xxHash64 ("files",
-//                         checkpoint_manifest.h), checked before a load
+//                         checkpoint_manifest.h), checked before a load;
+//                         read through checkpoint_metadata.h, which checks
+//                         every field and that every file name stays in
+//                         the step directory (io/confined_file.h)
 //   config.json           the model's Hugging Face config (for `tessel convert`)
 //   config.yaml           the run's resolved config
 // Saving writes into .step_<N>.tmp; each file is fsync'ed as it is written,

@@ -4,19 +4,18 @@
 #include <fmt/format.h>
 
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "io/confined_file.h"
 #include "io/xxhash64.h"
 #include "train/checkpoint.h"
 
 namespace tessel::train {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace {
 
@@ -43,8 +42,8 @@ std::optional<fs::path> previous_checkpoint(const fs::path& step_dir) {
   return best;
 }
 
-[[noreturn]] void throw_damaged(const fs::path& step_dir, const std::string& file,
-                                const std::string& what) {
+// "checkpoint <step_dir> is damaged: <problem>. <remedy>".
+[[noreturn]] void throw_damaged(const fs::path& step_dir, const std::string& problem) {
   const auto previous = previous_checkpoint(step_dir);
   const std::string remedy =
       previous ? fmt::format("Resume from the previous checkpoint: add "
@@ -56,18 +55,38 @@ std::optional<fs::path> previous_checkpoint(const fs::path& step_dir) {
                              "from a copy, or start afresh with another "
                              "checkpointing.checkpoint_dir",
                              step_dir.parent_path().string());
-  throw UsageError(fmt::format("checkpoint {} is damaged: {} {}. {}", step_dir.string(),
-                               (step_dir / file).string(), what, remedy));
+  throw UsageError(
+      fmt::format("checkpoint {} is damaged: {}. {}", step_dir.string(), problem, remedy));
 }
 
-// The manifest of `step_dir` (empty for a checkpoint saved without one).
+[[noreturn]] void throw_damaged(const fs::path& step_dir, const std::string& file,
+                                const std::string& what) {
+  throw_damaged(step_dir, fmt::format("{} {}", (step_dir / file).string(), what));
+}
+
+// The manifest of `step_dir` (empty for a checkpoint saved without one),
+// every name checked to lead inside `step_dir` before any file is opened.
 CheckpointManifest read_manifest(const fs::path& step_dir) {
-  std::ifstream in(step_dir / "metadata.json");
+  const fs::path path =
+      io::confined_file(step_dir, "metadata.json", fmt::format("checkpoint {}", step_dir.string()));
+  std::ifstream in(path);
   if (!in) throw_damaged(step_dir, "metadata.json", "cannot be read");
-  const json meta = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!meta.is_object()) throw_damaged(step_dir, "metadata.json", "is not valid JSON");
-  if (!meta.contains("files")) return {};
-  return manifest_from_json(meta.at("files").dump());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::optional<CheckpointManifest> manifest;
+  try {
+    manifest = manifest_of_metadata(text, path.string());
+  } catch (const UsageError& e) {
+    throw_damaged(step_dir, e.what());
+  }
+  if (!manifest) return {};
+  for (const auto& [name, digest] : *manifest) {
+    if (const std::string why = io::why_outside(step_dir, name, step_dir); !why.empty()) {
+      throw_damaged(step_dir,
+                    fmt::format("{}: \"files\" names {}, which is not a file inside {}: {}",
+                                path.string(), io::quoted_file_name(name), step_dir.string(), why));
+    }
+  }
+  return *manifest;
 }
 
 void verify_file(const fs::path& step_dir, const std::string& name, const io::FileDigest& saved) {
@@ -89,42 +108,6 @@ void verify_file(const fs::path& step_dir, const std::string& name, const io::Fi
 }
 
 }  // namespace
-
-std::string manifest_to_json(const CheckpointManifest& manifest) {
-  json out = json::object();
-  for (const auto& [name, d] : manifest) {
-    out[name] = {{"bytes", d.bytes}, {"xxh64", io::hash_hex(d.xxh64)}};
-  }
-  return out.dump();
-}
-
-CheckpointManifest manifest_from_json(const std::string& json_text) {
-  const json in = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (!in.is_object()) throw UsageError("a checkpoint's \"files\" list is not a JSON object");
-  CheckpointManifest out;
-  for (const auto& [name, d] : in.items()) {
-    if (!d.is_object() || !d.contains("bytes") || !d.at("bytes").is_number_unsigned() ||
-        !d.contains("xxh64") || !d.at("xxh64").is_string()) {
-      throw UsageError(fmt::format("a checkpoint's \"files\" entry for {} is malformed: {}", name,
-                                   d.dump()));
-    }
-    const std::string hex = d.at("xxh64").get<std::string>();
-    size_t used = 0;
-    uint64_t hash = 0;
-    try {
-      hash = std::stoull(hex, &used, 16);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (hex.size() != 16 || used != hex.size()) {
-      throw UsageError(fmt::format("a checkpoint's \"files\" entry for {} has xxh64 '{}', not 16 "
-                                   "hex digits",
-                                   name, hex));
-    }
-    out[name] = io::FileDigest{d.at("bytes").get<uint64_t>(), hash};
-  }
-  return out;
-}
 
 // A checkpoint written before tessel recorded file sizes and checksums has
 // nothing to verify against: say so rather than pass it as checked.

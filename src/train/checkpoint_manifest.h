@@ -7,23 +7,17 @@
 // metadata.json itself is the save's commit marker, written last, so it is
 // not in the list; a metadata.json that does not parse is reported the same
 // way. Checkpoints saved before the list existed load unchecked.
+// Every name in the list is a plain file name whose file lies inside the
+// step directory (a link leading out is refused): all are checked before
+// any file is opened (io/confined_file.h).
 #pragma once
 
 #include <filesystem>
-#include <map>
-#include <string>
 
 #include "dist/communicator.h"
-#include "io/file_digest.h"
+#include "train/checkpoint_metadata.h"  // CheckpointManifest, manifest_to_json
 
 namespace tessel::train {
-
-// File name inside the step directory -> what was written.
-using CheckpointManifest = std::map<std::string, io::FileDigest>;
-
-// The manifest as JSON text for metadata.json's "files", and back.
-std::string manifest_to_json(const CheckpointManifest& manifest);
-CheckpointManifest manifest_from_json(const std::string& json_text);
 
 // Reads and checks every file of the manifest in this process.
 void verify_checkpoint(const std::filesystem::path& step_dir);

@@ -24,7 +24,8 @@ std::optional<std::filesystem::path> agreed_latest_checkpoint(const std::filesys
 // over `world`): checkpointing.resume_from when set (UsageError unless it is
 // a complete checkpoint), else with checkpointing.enabled the agreed latest
 // one, else none. Its files are checked (checkpoint_manifest.h) before it is
-// returned.
+// returned. resume_from and checkpoint_dir are the user's (the config): they
+// may be anywhere; what the checkpoint inside names is confined to it.
 std::optional<std::filesystem::path> resume_point(const CheckpointOptions& options,
                                                   dist::Communicator& world);
 

@@ -187,7 +187,7 @@ TEST(HfCheckpoint, MalformedIndex) {
   testing::write_bytes(dir / "model.safetensors.index.json",
                        R"({"weight_map": {"a": "../elsewhere.safetensors"}})");
   expect_error_mentions([&] { HfCheckpoint::open(dir.path()); },
-                        {"model.safetensors.index.json", "'a'", "not a file name"});
+                        {"model.safetensors.index.json", "'a'", "not a file inside"});
   testing::write_bytes(dir / "model.safetensors.index.json", "not json");
   expect_error_mentions([&] { HfCheckpoint::open(dir.path()); },
                         {"model.safetensors.index.json", "not valid JSON"});

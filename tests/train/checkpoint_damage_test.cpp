@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_manifest.h"
-#include "train/train_fixture.h"
+#include "train/checkpoint_fixture.h"
 #include "train/trainer.h"
 
 namespace tessel::train {
@@ -29,18 +29,8 @@ using ::testing::HasSubstr;
 using testing::quiet;
 using testing::world_mesh;
 
-class CheckpointDamage : public testing::TrainFixture {
+class CheckpointDamage : public testing::CheckpointFixture {
  protected:
-  fs::path ckpt() const { return dir_ / "ckpt"; }
-  fs::path step(int n) const { return ckpt() / ("step_" + std::to_string(n)); }
-
-  std::vector<std::string> saving(const std::vector<std::string>& extra) const {
-    std::vector<std::string> o = {"checkpointing.enabled=true",
-                                  "checkpointing.checkpoint_dir='" + ckpt().string() + "'",
-                                  "checkpointing.save_period=2", "checkpointing.keep_top_k=null"};
-    o.insert(o.end(), extra.begin(), extra.end());
-    return o;
-  }
   // Steps 1-4, saving step_2 and step_4.
   void save_two_steps() {
     train(make_config(saving({"sft.max_num_steps=4"})), world_mesh(), quiet());
