@@ -133,7 +133,7 @@ std::map<std::string, std::set<std::string>> cmake_layers(const fs::path& root) 
   std::map<std::string, std::set<std::string>> layers;
   const std::string call = "tessel_layer(";
   for (size_t at = text.find(call); at != std::string::npos; at = text.find(call, at + 1)) {
-    const size_t line_start = text.rfind('\n', at) + 1;  // npos + 1 == 0
+    const size_t line_start = text.rfind('\n', at) + 1;                     // npos + 1 == 0
     if (!trim(text.substr(line_start, at - line_start)).empty()) continue;  // not a call
     const size_t close = text.find(')', at);
     std::istringstream args(text.substr(at + call.size(), close - at - call.size()));
@@ -225,9 +225,8 @@ TEST_F(ArchitectureDocTest, NamesOnlyFilesThatExist) {
   for (const auto& [folder, names] : doc.folders) {
     for (const auto& name : names) {
       if (!fs::is_regular_file(root / "src" / folder / name)) {
-        ADD_FAILURE() << kDoc << " names src/" << folder << "/" << name
-                      << " under ### `src/" << folder
-                      << "/`, but there is no such file: remove or rename its row";
+        ADD_FAILURE() << kDoc << " names src/" << folder << "/" << name << " under ### `src/"
+                      << folder << "/`, but there is no such file: remove or rename its row";
       }
     }
   }
@@ -259,7 +258,8 @@ TEST_F(ArchitectureDocTest, LayerTableMatchesCMake) {
   }
   for (const auto& [layer, uses] : doc.layers) {
     if (!layers.count(layer))
-      ADD_FAILURE() << kDoc << " lists a layer " << layer << " that CMakeLists.txt does not declare";
+      ADD_FAILURE() << kDoc << " lists a layer " << layer
+                    << " that CMakeLists.txt does not declare";
   }
 }
 
