@@ -10,6 +10,7 @@
 
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "fsdp/state_trace.h"
@@ -38,35 +39,37 @@ nn::Module& child(nn::Module& module, const std::string& name) {
   throw std::runtime_error("no child " + name);
 }
 
+// Every (from, to) pair of `states`: legal exactly when listed in `legal`.
+template <typename State>
+void expect_legal_exactly(const std::vector<State>& states,
+                          const std::set<std::pair<State, State>>& legal) {
+  for (State from : states) {
+    for (State to : states) {
+      EXPECT_EQ(is_legal_transition(from, to), legal.count({from, to}) == 1)
+          << to_string(from) << " -> " << to_string(to);
+    }
+  }
+}
+
 TEST(FsdpStateMachine, LegalTransitions) {
   using T = TrainingState;
-  const std::set<std::pair<T, T>> legal_training{{T::Idle, T::Idle},
-                                                 {T::Idle, T::Forward},
-                                                 {T::Forward, T::Forward},
-                                                 {T::Forward, T::PreBackward},
-                                                 {T::Forward, T::PostBackward},
-                                                 {T::PreBackward, T::PostBackward},
-                                                 {T::PostBackward, T::Idle}};
-  for (T from : {T::Idle, T::Forward, T::PreBackward, T::PostBackward}) {
-    for (T to : {T::Idle, T::Forward, T::PreBackward, T::PostBackward}) {
-      EXPECT_EQ(is_legal_transition(from, to), legal_training.count({from, to}) == 1)
-          << to_string(from) << " -> " << to_string(to);
-    }
-  }
+  expect_legal_exactly<T>({T::Idle, T::Forward, T::PreBackward, T::PostBackward},
+                          {{T::Idle, T::Idle},
+                           {T::Idle, T::Forward},
+                           {T::Forward, T::Forward},
+                           {T::Forward, T::PreBackward},
+                           {T::Forward, T::PostBackward},
+                           {T::PreBackward, T::PostBackward},
+                           {T::PostBackward, T::Idle}});
   using S = ShardedState;
-  const std::set<std::pair<S, S>> legal_sharded{{S::Sharded, S::Sharded},
-                                                {S::ShardedPostForward, S::Sharded},
-                                                {S::Unsharded, S::Sharded},
-                                                {S::Sharded, S::Unsharded},
-                                                {S::ShardedPostForward, S::Unsharded},
-                                                {S::Unsharded, S::Unsharded},
-                                                {S::Unsharded, S::ShardedPostForward}};
-  for (S from : {S::Sharded, S::ShardedPostForward, S::Unsharded}) {
-    for (S to : {S::Sharded, S::ShardedPostForward, S::Unsharded}) {
-      EXPECT_EQ(is_legal_transition(from, to), legal_sharded.count({from, to}) == 1)
-          << to_string(from) << " -> " << to_string(to);
-    }
-  }
+  expect_legal_exactly<S>({S::Sharded, S::ShardedPostForward, S::Unsharded},
+                          {{S::Sharded, S::Sharded},
+                           {S::ShardedPostForward, S::Sharded},
+                           {S::Unsharded, S::Sharded},
+                           {S::Sharded, S::Unsharded},
+                           {S::ShardedPostForward, S::Unsharded},
+                           {S::Unsharded, S::Unsharded},
+                           {S::Unsharded, S::ShardedPostForward}});
 }
 
 TEST(FsdpStateMachine, StepWithReshardAfterForward) {
@@ -74,19 +77,7 @@ TEST(FsdpStateMachine, StepWithReshardAfterForward) {
   const auto groups = shard(*model);
   for (int step = 0; step < 2; ++step) {  // the second with the forward prefetch
     SCOPED_TRACE(::testing::Message() << "step " << step);
-    const StepTrace t = trace_step(*model, groups, batch(kVocab, step, 0, 0));
-    EXPECT_EQ(t.before, "layers.0 Idle/Sharded; layers.1 Idle/Sharded; <root TinyLM> Idle/Sharded");
-    EXPECT_EQ(
-        t.in_second_layer,
-        "layers.0 Forward/Sharded; layers.1 Forward/Unsharded; <root TinyLM> Forward/Unsharded");
-    EXPECT_EQ(
-        t.after_forward,
-        "layers.0 Forward/Sharded; layers.1 Forward/Sharded; <root TinyLM> Forward/Unsharded");
-    EXPECT_EQ(t.at_first_layer_grad,
-              "layers.0 PreBackward/Unsharded; layers.1 PostBackward/Sharded; "
-              "<root TinyLM> PreBackward/Unsharded");
-    EXPECT_EQ(t.after_backward,
-              "layers.0 Idle/Sharded; layers.1 Idle/Sharded; <root TinyLM> Idle/Sharded");
+    expect_resharding_step(trace_step(*model, groups, batch(kVocab, step, 0, 0)));
   }
 }
 
@@ -95,18 +86,7 @@ TEST(FsdpStateMachine, StepKeepingParametersAfterForward) {
   FSDPOptions keep;
   keep.reshard_after_forward = false;
   const auto groups = shard(*model, keep);
-  const StepTrace t = trace_step(*model, groups, batch(kVocab, 0, 0, 0));
-  EXPECT_EQ(
-      t.in_second_layer,
-      "layers.0 Forward/Unsharded; layers.1 Forward/Unsharded; <root TinyLM> Forward/Unsharded");
-  EXPECT_EQ(
-      t.after_forward,
-      "layers.0 Forward/Unsharded; layers.1 Forward/Unsharded; <root TinyLM> Forward/Unsharded");
-  EXPECT_EQ(t.at_first_layer_grad,
-            "layers.0 PreBackward/Unsharded; layers.1 PostBackward/Sharded; "
-            "<root TinyLM> PreBackward/Unsharded");
-  EXPECT_EQ(t.after_backward,
-            "layers.0 Idle/Sharded; layers.1 Idle/Sharded; <root TinyLM> Idle/Sharded");
+  expect_keeping_step(trace_step(*model, groups, batch(kVocab, 0, 0, 0)));
 }
 
 // A forward without gradients records no graph: the states stay Idle (only
@@ -130,15 +110,7 @@ TEST(FsdpStateMachine, GradientAccumulationWithoutSync) {
     SCOPED_TRACE(::testing::Message() << "micro batch " << micro);
     const bool last = micro == 1;
     root.set_requires_gradient_sync(last);
-    const StepTrace t = trace_step(*model, groups, batch(kVocab, 0, micro, 0));
-    EXPECT_EQ(
-        t.after_forward,
-        "layers.0 Forward/Sharded; layers.1 Forward/Sharded; <root TinyLM> Forward/Unsharded");
-    EXPECT_EQ(t.at_first_layer_grad,
-              "layers.0 PreBackward/Unsharded; layers.1 PostBackward/Sharded; "
-              "<root TinyLM> PreBackward/Unsharded");
-    EXPECT_EQ(t.after_backward,
-              "layers.0 Idle/Sharded; layers.1 Idle/Sharded; <root TinyLM> Idle/Sharded");
+    expect_resharding_step(trace_step(*model, groups, batch(kVocab, 0, micro, 0)));
     for (const auto& g : groups) {
       for (const FSDPParam* p : g.param_group()->params()) {
         EXPECT_EQ(p->sharded_param().grad().defined(), last) << p->fqn();
@@ -177,9 +149,7 @@ TEST(FsdpStateMachine, ActivationCheckpointRecomputeArmsANestedGroup) {
   EXPECT_EQ(in_recompute,
             "layers.0.up Forward/Unsharded; layers.0 PreBackward/Unsharded; "
             "layers.1 PostBackward/Sharded; <root TinyLM> PreBackward/Unsharded");
-  EXPECT_EQ(group_states(groups),
-            "layers.0.up Idle/Sharded; layers.0 Idle/Sharded; layers.1 Idle/Sharded; "
-            "<root TinyLM> Idle/Sharded");
+  EXPECT_EQ(group_states(groups), std::string("layers.0.up Idle/Sharded; ") + kAllIdleSharded);
   // The nested group's gradients were reduced: those of the plain model.
   const at::Tensor got = up.parameter("weight").grad();
   ASSERT_TRUE(got.defined());

@@ -5,6 +5,8 @@
 // src/fsdp/state_machine.h says why each is what it is).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
 
@@ -59,6 +61,47 @@ inline StepTrace trace_step(TinyLM& model, const std::vector<FSDPModule>& groups
   second.remove_hook(in_second);
   first.remove_hook(after_first);
   return t;
+}
+
+// The pictures of a step of a two-layer TinyLM (groups layers.0, layers.1,
+// root), written out by hand from the note.
+inline constexpr const char* kAllIdleSharded =
+    "layers.0 Idle/Sharded; layers.1 Idle/Sharded; <root TinyLM> Idle/Sharded";
+
+// Whatever stayed in memory after forward: when layers.0's output gradient
+// arrives, layers.1 has reduced and resharded, layers.0 is gathered again for
+// its backward, and the root (whose post-backward is the final callback's) is
+// still gathered; at the end every group is Idle and Sharded.
+inline void expect_backward_and_end(const StepTrace& t) {
+  EXPECT_EQ(t.at_first_layer_grad,
+            "layers.0 PreBackward/Unsharded; layers.1 PostBackward/Sharded; "
+            "<root TinyLM> PreBackward/Unsharded");
+  EXPECT_EQ(t.after_backward, kAllIdleSharded);
+}
+
+// A step with reshard_after_forward = true: each layer Sharded again after its
+// forward, the root kept (it is used first in backward).
+inline void expect_resharding_step(const StepTrace& t) {
+  EXPECT_EQ(t.before, kAllIdleSharded);
+  EXPECT_EQ(
+      t.in_second_layer,
+      "layers.0 Forward/Sharded; layers.1 Forward/Unsharded; <root TinyLM> Forward/Unsharded");
+  EXPECT_EQ(t.after_forward,
+            "layers.0 Forward/Sharded; layers.1 Forward/Sharded; <root TinyLM> Forward/Unsharded");
+  expect_backward_and_end(t);
+}
+
+// A step with reshard_after_forward = false: every group stays gathered from
+// its forward until its post-backward.
+inline void expect_keeping_step(const StepTrace& t) {
+  EXPECT_EQ(t.before, kAllIdleSharded);
+  EXPECT_EQ(
+      t.in_second_layer,
+      "layers.0 Forward/Unsharded; layers.1 Forward/Unsharded; <root TinyLM> Forward/Unsharded");
+  EXPECT_EQ(
+      t.after_forward,
+      "layers.0 Forward/Unsharded; layers.1 Forward/Unsharded; <root TinyLM> Forward/Unsharded");
+  expect_backward_and_end(t);
 }
 
 }  // namespace tessel::fsdp::testing

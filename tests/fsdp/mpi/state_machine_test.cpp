@@ -29,34 +29,12 @@ StepTrace trace_with(const std::variant<bool, int>& reshard_after_forward, int s
   return t;
 }
 
-// Whatever stays in memory after forward, backward finds every group in the
-// same states: layers.1 reduced and resharded, layers.0 gathered again.
-void expect_backward_and_end(const StepTrace& t) {
-  EXPECT_EQ(t.at_first_layer_grad,
-            "layers.0 PreBackward/Unsharded; layers.1 PostBackward/Sharded; "
-            "<root TinyLM> PreBackward/Unsharded");
-  EXPECT_EQ(t.after_backward,
-            "layers.0 Idle/Sharded; layers.1 Idle/Sharded; <root TinyLM> Idle/Sharded");
-}
-
 TEST(FsdpStateMachineMpi, ReshardAfterForward) {
-  const StepTrace t = trace_with(true, 2);  // the second step prefetches in forward and backward
-  EXPECT_EQ(t.before, "layers.0 Idle/Sharded; layers.1 Idle/Sharded; <root TinyLM> Idle/Sharded");
-  EXPECT_EQ(
-      t.in_second_layer,
-      "layers.0 Forward/Sharded; layers.1 Forward/Unsharded; <root TinyLM> Forward/Unsharded");
-  EXPECT_EQ(t.after_forward,
-            "layers.0 Forward/Sharded; layers.1 Forward/Sharded; <root TinyLM> Forward/Unsharded");
-  expect_backward_and_end(t);
+  // The second step prefetches in forward and backward.
+  expect_resharding_step(trace_with(true, 2));
 }
 
-TEST(FsdpStateMachineMpi, KeepAfterForward) {
-  const StepTrace t = trace_with(false, 2);
-  EXPECT_EQ(
-      t.after_forward,
-      "layers.0 Forward/Unsharded; layers.1 Forward/Unsharded; <root TinyLM> Forward/Unsharded");
-  expect_backward_and_end(t);
-}
+TEST(FsdpStateMachineMpi, KeepAfterForward) { expect_keeping_step(trace_with(false, 2)); }
 
 TEST(FsdpStateMachineMpi, KeepASliceAfterForward) {
   if (dist::world()->size() != 4)
