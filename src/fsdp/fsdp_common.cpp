@@ -11,32 +11,6 @@
 
 namespace tessel::fsdp {
 
-const char* to_string(TrainingState state) {
-  switch (state) {
-    case TrainingState::Idle:
-      return "Idle";
-    case TrainingState::Forward:
-      return "Forward";
-    case TrainingState::PreBackward:
-      return "PreBackward";
-    case TrainingState::PostBackward:
-      return "PostBackward";
-  }
-  return "?";
-}
-
-const char* to_string(ShardedState state) {
-  switch (state) {
-    case ShardedState::Sharded:
-      return "Sharded";
-    case ShardedState::ShardedPostForward:
-      return "ShardedPostForward";
-    case ShardedState::Unsharded:
-      return "Unsharded";
-  }
-  return "?";
-}
-
 namespace {
 
 // The deleter of shard storage: frees the allocator's own DataPtr, kept as

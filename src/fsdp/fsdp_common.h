@@ -1,5 +1,5 @@
-// Small pieces shared by the FSDP files: the state enums (PyTorch FSDP2's
-// names), freeing and re-allocating a tensor's storage in place (how
+// Small pieces shared by the FSDP files: the state enums (state_machine.h,
+// included here), freeing and re-allocating a tensor's storage in place (how
 // unsharded parameters are freed after forward and restored for backward, see
 // [Note: FSDP and autograd] in fsdp_state.cpp), and the tracker of unsharded
 // parameter bytes behind the memory accounting.
@@ -11,17 +11,9 @@
 
 #include <cstdint>
 
+#include "fsdp/state_machine.h"
+
 namespace tessel::fsdp {
-
-// Where a parameter group is in the training step.
-enum class TrainingState { Idle, Forward, PreBackward, PostBackward };
-// What a parameter group holds in memory: only its shards, its shards plus a
-// 1/k slice of the unsharded data (reshard_after_forward = k), or the
-// unsharded parameters.
-enum class ShardedState { Sharded, ShardedPostForward, Unsharded };
-
-const char* to_string(TrainingState state);
-const char* to_string(ShardedState state);
 
 // Frees the memory behind `t`'s storage while every tensor viewing it (the
 // unsharded parameters, tensors autograd saved) keeps its shape and identity.

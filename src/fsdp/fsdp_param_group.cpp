@@ -121,6 +121,16 @@ void FSDPParamGroup::set_memory_tracker(std::shared_ptr<MemoryTracker> tracker) 
   memory_ = std::move(tracker);
 }
 
+void FSDPParamGroup::set_training_state(TrainingState next) {
+  check_transition(name_, training_state_, next);
+  training_state_ = next;
+}
+
+void FSDPParamGroup::set_sharded_state(ShardedState next) {
+  check_transition(name_, sharded_state_, next);
+  sharded_state_ = next;
+}
+
 // --- unshard / reshard -------------------------------------------------------
 
 void FSDPParamGroup::publish_own_rows() {
@@ -134,13 +144,13 @@ void FSDPParamGroup::publish_own_rows() {
           .copy_(local_flat_.narrow(0, p->shard_offset(), rows));
     }
   }
-  sharded_state_ = ShardedState::Unsharded;
+  set_sharded_state(ShardedState::Unsharded);
 }
 
 void FSDPParamGroup::unshard() {
   if (sharded_state_ == ShardedState::Unsharded || in_flight_) return;
   if (computes_on_shards_ || node_shared_) {
-    sharded_state_ = ShardedState::Unsharded;
+    set_sharded_state(ShardedState::Unsharded);
     return;
   }
   at::NoGradGuard no_grad;
@@ -174,7 +184,7 @@ void FSDPParamGroup::wait_for_unshard() {
   } else {
     track_free(Buffer::UnshardedParams, cast_bytes(op.input));
   }
-  sharded_state_ = ShardedState::Unsharded;
+  set_sharded_state(ShardedState::Unsharded);
 }
 
 void FSDPParamGroup::reshard() {
@@ -183,11 +193,11 @@ void FSDPParamGroup::reshard() {
     free_storage(unsharded_flat_);
     track_free(Buffer::UnshardedParams, unsharded_param_bytes());
   }
-  if (post_forward_slice_.defined()) {
+  if (sharded_state_ == ShardedState::ShardedPostForward) {
     track_free(Buffer::UnshardedParams, tensor_bytes(post_forward_slice_));
     post_forward_slice_ = at::Tensor();
   }
-  sharded_state_ = ShardedState::Sharded;
+  set_sharded_state(ShardedState::Sharded);
 }
 
 void FSDPParamGroup::post_forward_reshard() {
@@ -197,7 +207,8 @@ void FSDPParamGroup::post_forward_reshard() {
     return;
   }
   wait_for_unshard();
-  if (sharded_state_ != ShardedState::Unsharded) return;
+  // Checked before the slice is cut from what must be unsharded data.
+  check_transition(name_, sharded_state_, ShardedState::ShardedPostForward);
   at::NoGradGuard no_grad;
   const int64_t piece = world_ * local_numel_ / post_forward_comm_->size();
   post_forward_slice_ =
@@ -205,7 +216,7 @@ void FSDPParamGroup::post_forward_reshard() {
   track_alloc(Buffer::UnshardedParams, tensor_bytes(post_forward_slice_));
   free_storage(unsharded_flat_);
   track_free(Buffer::UnshardedParams, unsharded_param_bytes());
-  sharded_state_ = ShardedState::ShardedPostForward;
+  set_sharded_state(ShardedState::ShardedPostForward);
 }
 
 void FSDPParamGroup::use_unsharded_params() {
@@ -224,7 +235,7 @@ void FSDPParamGroup::use_sharded_params() {
 
 void FSDPParamGroup::post_backward() {
   at::NoGradGuard no_grad;
-  training_state_ = TrainingState::PostBackward;
+  set_training_state(TrainingState::PostBackward);
   std::vector<at::Tensor> grads;
   grads.reserve(param_ptrs_.size());
   for (FSDPParam* p : param_ptrs_) {

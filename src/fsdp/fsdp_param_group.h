@@ -6,10 +6,12 @@
 //     Sharded --unshard--> Unsharded --reshard(k)--> ShardedPostForward
 //        ^                    |                           |
 //        +-----reshard--------+<---------unshard----------+
-// and the gradient reduction: reduce-scatter (SUM) over the shard group,
-// all-reduce (SUM) over the replicate group (HSDP), explicit division by the
-// dp size, accumulation into the sharded params' fp32 .grad. Hooks and
-// ordering live in FSDPState (fsdp_state.h).
+// and the TrainingState the hooks move it through (every transition checked:
+// [Note: FSDP state machines] in state_machine.h), and the gradient
+// reduction: reduce-scatter (SUM) over the shard group, all-reduce (SUM) over
+// the replicate group (HSDP), explicit division by the dp size, accumulation
+// into the sharded params' fp32 .grad. Hooks and ordering live in FSDPState
+// (fsdp_state.h).
 //
 // Memory (SPEC 4's contract): the unsharded buffer has memory only while
 // unsharded (a node-shared group's, opt-in, always: once per node); the packed reduce-scatter input is allocated after the
@@ -50,7 +52,9 @@ class FSDPParamGroup {
   const FSDPMesh& mesh() const { return mesh_; }
   ShardedState sharded_state() const { return sharded_state_; }
   TrainingState training_state() const { return training_state_; }
-  void set_training_state(TrainingState s) { training_state_ = s; }
+  // Throws tessel::Error, naming this group and both states, for a
+  // transition state_machine.h does not allow.
+  void set_training_state(TrainingState next);
   at::ScalarType param_dtype() const { return param_dtype_; }
   at::ScalarType reduce_dtype() const { return reduce_dtype_; }
   // The communicator backward re-gathers from after forward: the k-rank group
@@ -143,6 +147,8 @@ class FSDPParamGroup {
     bool apply = false;  // whether finish_all_reduce adds it to the grads
   };
 
+  // As set_training_state, for the ShardedState.
+  void set_sharded_state(ShardedState next);
   // A flat [numel] buffer of `dtype` from the pool (or the CPU allocator).
   at::Tensor new_buffer(int64_t numel, at::ScalarType dtype) const;
   // Installs each gradient as its sharded param's .grad (fp32), or adds it

@@ -13,6 +13,8 @@
 // buffer (not views), so refilling the buffer does not bump the version
 // counter autograd checks on saved tensors.
 //
+// Each hook decides from its group's training and sharded states and moves
+// them on ([Note: FSDP state machines] in state_machine.h).
 // Forward (hooks on the one hook point, nn::Module::call):
 //   pre-forward   issue this group's all-gather (unless prefetched), wait for
 //                 it, issue the next group's (order recorded in the
@@ -216,10 +218,13 @@ nn::Tensors FSDPState::pre_forward(nn::Tensors inputs) {
     }
     inputs = cast(std::move(inputs), mp_.param_dtype);
     // A group nested inside the checkpointed module (an expert under expert
-    // parallelism) ran its ordinary forward without grad, so nothing armed its
-    // reduce-scatter: arm it on the recomputed graph, where its gradients are
-    // made.
-    if (group_ && at::GradMode::is_enabled() && !needs_post_backward_) inputs = arm_post_backward(std::move(inputs));
+    // parallelism) ran its ordinary forward without grad, so it is Idle and
+    // nothing armed its reduce-scatter: arm it on the recomputed graph, where
+    // its gradients are made (Idle -> Forward).
+    if (group_ && at::GradMode::is_enabled() && !post_backward_pending(group_->training_state())) {
+      group_->set_training_state(TrainingState::Forward);
+      inputs = arm_post_backward(std::move(inputs));
+    }
     return inputs;
   }
   if (!context_) lazy_init();
@@ -234,7 +239,8 @@ nn::Tensors FSDPState::pre_forward(nn::Tensors inputs) {
   context_->forward_order.push_back(this);
   const bool grad = at::GradMode::is_enabled();
   if (group_) {
-    group_->set_training_state(TrainingState::Forward);
+    // A forward without grad records no graph: the training state stays.
+    if (grad) group_->set_training_state(TrainingState::Forward);
     // Wait for our own gather (usually prefetched) before issuing the next
     // one, so at most one gather buffer is alive besides the unsharded groups.
     group_->unshard();
@@ -243,15 +249,11 @@ nn::Tensors FSDPState::pre_forward(nn::Tensors inputs) {
     group_->use_unsharded_params();
   }
   inputs = cast(std::move(inputs), mp_.param_dtype);
-  if (grad && group_) {
-    pre_backward_done_ = false;
-    inputs = arm_post_backward(std::move(inputs));
-  }
+  if (grad && group_) inputs = arm_post_backward(std::move(inputs));
   return inputs;
 }
 
 nn::Tensors FSDPState::arm_post_backward(nn::Tensors inputs) {
-  needs_post_backward_ = true;
   // Route every floating input that requires grad through RegisterPostBackward.
   torch::autograd::variable_list wrapped;
   std::vector<size_t> where;
@@ -276,7 +278,6 @@ nn::Tensors FSDPState::post_forward(nn::Tensors outputs) {
   if (group_) {
     group_->post_forward_reshard();
     if (!grad) group_->use_sharded_params();  // no backward will come
-    group_->set_training_state(TrainingState::Idle);
   }
   context_->post_forward_order.push_back(this);
   outputs = cast(std::move(outputs), mp_.output_dtype);
@@ -293,8 +294,13 @@ nn::Tensors FSDPState::post_forward(nn::Tensors outputs) {
 }
 
 void FSDPState::pre_backward() {
-  if (pre_backward_done_) return;
-  pre_backward_done_ = true;
+  if (group_) {
+    // Once per backward: the first gradient hook of the outputs finds the
+    // group in Forward; later ones find it in PreBackward or PostBackward.
+    const TrainingState state = group_->training_state();
+    if (state == TrainingState::PreBackward || state == TrainingState::PostBackward) return;
+    group_->set_training_state(TrainingState::PreBackward);  // from Idle: throws
+  }
   if (!context_->final_callback_queued) {
     context_->final_callback_queued = true;
     FSDPState* root = context_->states.front();
@@ -304,7 +310,6 @@ void FSDPState::pre_backward() {
     });
   }
   if (!group_) return;
-  group_->set_training_state(TrainingState::PreBackward);
   group_->unshard();
   group_->wait_for_unshard();
   prefetch(context_->post_forward_order, -1);
@@ -312,8 +317,9 @@ void FSDPState::pre_backward() {
 }
 
 void FSDPState::post_backward() {
-  if (!group_ || !needs_post_backward_) return;
-  needs_post_backward_ = false;
+  // Called for every group by the final callback: only those whose
+  // post-backward is still to come reduce (-> PostBackward).
+  if (!group_ || !post_backward_pending(group_->training_state())) return;
   // Reduce as you go: the reduce-scatters of groups whose backward ended
   // earlier have had (at least) this group's backward to run. Finish them now,
   // in issue order, so their packed inputs are freed and their HSDP
@@ -338,7 +344,6 @@ void FSDPState::final_callback() {
       s->group_->use_sharded_params();
       s->group_->set_training_state(TrainingState::Idle);
     }
-    s->pre_backward_done_ = false;
   }
   ctx->final_callback_queued = false;
   // The optimizer step that may follow writes this rank's rows of the

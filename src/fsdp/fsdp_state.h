@@ -3,7 +3,10 @@
 // sharded module called becomes the root: it finds every state under it
 // (lazy init), keeps the execution orders used for prefetching, and ends each
 // backward with the callback that finishes the gradient reductions. How this
-// fits with autograd: [Note: FSDP and autograd] in fsdp_state.cpp.
+// fits with autograd: [Note: FSDP and autograd] in fsdp_state.cpp. The hooks
+// decide from their group's states ([Note: FSDP state machines] in
+// state_machine.h); a state without a group (a root left with no parameters)
+// only queues the final callback.
 #pragma once
 
 #include <memory>
@@ -70,8 +73,6 @@ class FSDPState : public nn::AttachedState, public std::enable_shared_from_this<
   MixedPrecisionPolicy mp_;
   bool is_root_ = false;
   std::shared_ptr<FSDPContext> context_;
-  bool needs_post_backward_ = false;  // ran forward with grad this iteration
-  bool pre_backward_done_ = false;
   std::vector<nn::HookHandle> hooks_;
 };
 
