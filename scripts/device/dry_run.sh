@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the device check (gpu_check.sh) here, on a machine without a GPU, as
+# the GPU machine would run it: against the CUDA wheel scripts/cuda.sh
+# installs, with the runtime libraries its libtorch_cuda loads installed
+# beside it, and with this system's own copies of the carried Debian
+# packages hidden (a private mount namespace puts /dev/null over each of
+# their files), so a package missing from debs.txt fails here, not there.
+# The GPU tests skip (no device) and `tessel train` runs on the CPU; the
+# build, the launches and the summary run for real. Needs root (unshare).
+# Usage: bash scripts/device/dry_run.sh        (OUT: where the logs go, default .device/dry-run)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+version=${TESSEL_CUDA_TORCH_VERSION:-2.11.0}
+torch=${TESSEL_CUDA_TORCH_DIR:-$HOME/.cache/tessel/torch-$version}
+extras=$HOME/.cache/tessel/cuda-runtime-extras
+[[ -f $torch/torch/lib/libtorch_cuda.so ]] || { echo "no CUDA wheel at $torch: run scripts/cuda.sh first" >&2; exit 2; }
+if [[ ! -f $extras/nvidia/cusparselt/lib/libcusparseLt.so.0 ]]; then
+  # What libtorch_cuda needs to load beyond the CUDA toolkit here (the GPU
+  # machine's PyTorch has them): cuSPARSELt, NVSHMEM and cuFile.
+  python3 -m pip install -q --no-deps --no-compile --disable-pip-version-check --target "$extras" \
+    nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 "nvidia-cufile==1.15.1.6.*"
+fi
+[[ -d .device/debs ]] || bash scripts/device/prepare.sh
+mapfile -t packages < <(grep -v -E '^\s*(#|$)' scripts/device/debs.txt)
+hide=$(mktemp)
+for p in "${packages[@]}"; do
+  dpkg -L "$p" 2>/dev/null | while read -r f; do [[ -f $f && ! -L $f ]] && echo "$f"; done
+done >"$hide"
+echo "dry run: hiding $(wc -l <"$hide") files of ${#packages[@]} packages"
+export OUT=${OUT:-$root/.device/dry-run}
+rm -rf "$OUT" /tmp/tessel-deps-dry
+mkdir -p "$OUT"
+cuda_libs=/usr/local/cuda/lib64:$extras/nvidia/cusparselt/lib:$extras/nvidia/nvshmem/lib:$extras/nvidia/cu13/lib
+exec unshare --mount --propagation private bash -c '
+  set -e
+  while read -r f; do mount --bind /dev/null "$f"; done <"$1"
+  export LD_LIBRARY_PATH=$2 TESSEL_CHECK_TORCH=$3 TESSEL_CHECK_DEPS=/tmp/tessel-deps-dry PATH=/usr/local/cuda/bin:$PATH
+  bash scripts/device/gpu_check.sh
+' dry_run "$hide" "$cuda_libs" "$torch/torch"

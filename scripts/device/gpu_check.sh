@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The device check (issue 39, docs/gpu.md): on a GPU machine, builds tessel's
+# CUDA build against that machine's own PyTorch (its libtorch, CUDA and
+# NCCL), with the Debian packages prepare.sh put in .device/debs/ unpacked
+# into a private prefix; runs the GPU tests (test_gpu) at one process and at
+# four sharing the GPU, and `tessel train` on the GPU at one and four
+# processes; prints one JSON summary as its last line and writes it, with
+# the logs, to $OUT (or .device/out). Each phase has a time limit; the
+# whole check is meant to take under 8 minutes on a 16-core machine.
+#
+# Usage, from the repository root:   bash scripts/device/gpu_check.sh
+# Environment: TESSEL_CHECK_JOBS (build jobs, default: the cores),
+# TESSEL_CHECK_DEPS (the prefix, default /tmp/tessel-deps),
+# TESSEL_CHECK_TORCH (a torch folder, default: python3's),
+# TESSEL_CHECK_SKIP_BUILD=1 (reuse build/device).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+out=${OUT:-$root/.device/out}
+mkdir -p "$out"
+deps=${TESSEL_CHECK_DEPS:-/tmp/tessel-deps}
+build=$root/build/device
+jobs=${TESSEL_CHECK_JOBS:-$(nproc)}
+summary=$out/gpu_check.json
+phases=$out/phases.tsv
+: >"$phases"
+check_start=$(date +%s)
+
+# phase NAME LIMIT_S LOG COMMAND...: runs COMMAND with a time limit, its
+# output in $out/LOG, and records name, exit code and seconds.
+phase() {
+  local name=$1 limit=$2 log=$3
+  shift 3
+  local t0 rc
+  t0=$(date +%s.%N)
+  echo "== $name (limit ${limit}s)"
+  timeout --kill-after=10 "$limit" "$@" >"$out/$log" 2>&1
+  rc=$?
+  local seconds
+  seconds=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$seconds" "$log" >>"$phases"
+  echo "   rc $rc in ${seconds}s; last lines of $log:"
+  tail -n 5 "$out/$log" | sed 's/^/   | /'
+  return "$rc"
+}
+
+# --- the machine ---------------------------------------------------------
+torch_dir=${TESSEL_CHECK_TORCH:-$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')}
+python3 - >"$out/machine.json" <<'PY'
+import json, subprocess
+info = {}
+try:
+    import torch
+    info.update({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
+                 "cuda_available": torch.cuda.is_available()})
+    try:
+        info["torch_nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+    except Exception as e:  # noqa: BLE001 - a fact to report, not to handle
+        info["torch_nccl"] = f"unknown ({e})"
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["gpu_count"] = torch.cuda.device_count()
+except ImportError as e:
+    info["torch"] = f"python3 has no torch ({e}); TESSEL_CHECK_TORCH gives the libtorch"
+try:
+    info["nvidia_smi"] = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+        capture_output=True, text=True, timeout=30).stdout.strip()
+except Exception as e:  # noqa: BLE001
+    info["nvidia_smi"] = f"unavailable ({e})"
+print(json.dumps(info))
+PY
+echo "machine: $(cat "$out/machine.json")"
+nccl_root=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
+
+# --- the Debian packages -------------------------------------------------
+shopt -s nullglob
+debs=("$root"/.device/debs/*.deb)
+if ((${#debs[@]} == 0)); then
+  echo "no .deb files in .device/debs: run scripts/device/prepare.sh first and carry .device" >&2
+  exit 2
+fi
+mkdir -p "$deps"
+for f in "${debs[@]}"; do dpkg -x "$f" "$deps"; done
+arch_lib=$deps/usr/lib/x86_64-linux-gnu
+mpi_dir=$arch_lib/openmpi
+export LD_LIBRARY_PATH=$arch_lib:$mpi_dir/lib:$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export OPAL_PREFIX=$deps/usr  # OpenMPI finds its plugins and help files under the prefix it was unpacked to
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun=$deps/usr/bin/mpirun.openmpi
+
+# --- build ------------------------------------------------------------------
+configure=(cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
+  -DTESSEL_CUDA=ON "-DTESSEL_TORCH_PACKAGE=$torch_dir" -DTESSEL_BUILD_BENCH=OFF
+  "-DCMAKE_PREFIX_PATH=$deps/usr" "-DCMAKE_IGNORE_PREFIX_PATH=/usr/lib/x86_64-linux-gnu/openmpi"
+  -DMPI_SKIP_COMPILER_WRAPPER=ON "-DMPI_C_HEADER_DIR=$mpi_dir/include" -DMPI_C_LIB_NAMES=mpi
+  "-DMPI_mpi_LIBRARY=$mpi_dir/lib/libmpi.so" "-DMPIEXEC_EXECUTABLE=$mpirun")
+[[ -n $nccl_root ]] && configure+=("-DTESSEL_NCCL_ROOT=$nccl_root")
+built=1
+if [[ ${TESSEL_CHECK_SKIP_BUILD:-0} != 1 ]]; then
+  phase configure 120 configure.log "${configure[@]}" &&
+    phase build 360 build.log cmake --build "$build" --target tessel_bin test_gpu -- -j"$jobs" || built=0
+fi
+
+# --- tests and runs -----------------------------------------------------
+if ((built)); then
+  phase test_gpu_np1 200 test_gpu_np1.log "$build/tests/test_gpu" "--gtest_output=json:$out/test_gpu_np1.json"
+  phase test_gpu_np4 300 test_gpu_np4.log "$mpirun" --oversubscribe --bind-to none -np 4 \
+    -x LD_LIBRARY_PATH -x OPAL_PREFIX -x TESSEL_COLLECTIVE_TIMEOUT_S=120 \
+    bash -c "exec '$build/tests/test_gpu' --gtest_output=json:$out/test_gpu_np4_rank\${OMPI_COMM_WORLD_RANK}.json"
+  # The default job (tiny Llama, HSDP 2x2) on the GPU, and one process.
+  phase train_np1 120 train_np1.log env TESSEL_DEVICE=cuda "$build/bin/tessel" train --nproc 1 \
+    policy.dtensor_cfg.dp_replicate_size=1 "logger.log_dir=$out/train_np1_logs" --no-print-config
+  phase train_np4 180 train_np4.log env TESSEL_DEVICE=cuda TESSEL_ALLOW_SHARED_GPU=1 "$build/bin/tessel" train \
+    --nproc 4 --mpirun "$mpirun" "logger.log_dir=$out/train_np4_logs" --no-print-config
+fi
+
+# --- summary ---------------------------------------------------------------
+python3 - "$out" "$check_start" >"$summary" <<'PY'
+import datetime, glob, json, os, sys, time
+out, start = sys.argv[1], float(sys.argv[2])
+
+def gtest(path):
+    try:
+        with open(path) as f:
+            report = json.load(f)
+    except (OSError, ValueError) as e:
+        return {"error": f"{os.path.basename(path)}: {e}"}
+    tests = []
+    for suite in report.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            failures = [f.get("failure", "")[:600] for f in t.get("failures", [])]
+            status = "failed" if failures else ("skipped" if t.get("result") == "SKIPPED" else "passed")
+            entry = {"name": f"{suite['name']}.{t['name']}", "status": status}
+            if failures:
+                entry["failures"] = failures[:3]
+            if "device_path" in t:
+                entry["device_path"] = t["device_path"]
+            tests.append(entry)
+    return {"tests": tests, **{k: sum(1 for t in tests if t["status"] == k) for k in ("passed", "failed", "skipped")}}
+
+summary = {"date": datetime.date.today().isoformat(), "check": "scripts/device/gpu_check.sh",
+           "machine": json.load(open(os.path.join(out, "machine.json")))}
+summary["phases"] = []
+with open(os.path.join(out, "phases.tsv")) as f:
+    for line in f:
+        name, rc, seconds, log = line.rstrip("\n").split("\t")
+        summary["phases"].append({"name": name, "rc": int(rc), "seconds": float(seconds)})
+summary["test_gpu_np1"] = gtest(os.path.join(out, "test_gpu_np1.json"))
+ranks = sorted(glob.glob(os.path.join(out, "test_gpu_np4_rank*.json")))
+summary["test_gpu_np4"] = {os.path.basename(p)[len("test_gpu_np4_"):-5]: gtest(p) for p in ranks} or {"error": "no reports"}
+for run in ("train_np1", "train_np4"):
+    log = os.path.join(out, run + ".log")
+    if os.path.exists(log):
+        lines = [l.strip() for l in open(log, errors="replace") if "done:" in l or "device" in l]
+        summary[run] = lines[-4:]
+summary["wall_s"] = round(time.time() - start, 1)
+expected = {"test_gpu_np1", "test_gpu_np4", "train_np1", "train_np4"}
+summary["ok"] = all(p["rc"] == 0 for p in summary["phases"]) and expected <= {p["name"] for p in summary["phases"]}
+print(json.dumps(summary))
+PY
+cat "$summary"
