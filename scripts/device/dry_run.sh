@@ -24,9 +24,12 @@ fi
 [[ -d .device/debs ]] || bash scripts/device/prepare.sh
 mapfile -t packages < <(grep -v -E '^\s*(#|$)' scripts/device/debs.txt)
 hide=$(mktemp)
-for p in "${packages[@]}"; do
-  dpkg -L "$p" 2>/dev/null | while read -r f; do [[ -f $f && ! -L $f ]] && echo "$f"; done
-done >"$hide"
+# Their regular files (links lead to them; folders stay, shared with others).
+dpkg -L "${packages[@]}" 2>/dev/null | python3 -c '
+import os, sys
+for f in sorted(set(l.strip() for l in sys.stdin)):
+    if f and os.path.isfile(f) and not os.path.islink(f):
+        print(f)' >"$hide"
 echo "dry run: hiding $(wc -l <"$hide") files of ${#packages[@]} packages"
 export OUT=${OUT:-$root/.device/dry-run}
 rm -rf "$OUT" /tmp/tessel-deps-dry
@@ -36,5 +39,7 @@ exec unshare --mount --propagation private bash -c '
   set -e
   while read -r f; do mount --bind /dev/null "$f"; done <"$1"
   export LD_LIBRARY_PATH=$2 TESSEL_CHECK_TORCH=$3 TESSEL_CHECK_DEPS=/tmp/tessel-deps-dry PATH=/usr/local/cuda/bin:$PATH
+  export TESSEL_CHECK_BUILD_LIMIT=${TESSEL_CHECK_BUILD_LIMIT:-7200}  # two cores, not sixteen
+  export TESSEL_CHECK_DEVICE=cpu  # no GPU here: the trains check the launch on the CPU
   bash scripts/device/gpu_check.sh
 ' dry_run "$hide" "$cuda_libs" "$torch/torch"

@@ -12,7 +12,11 @@
 # Environment: TESSEL_CHECK_JOBS (build jobs, default: the cores),
 # TESSEL_CHECK_DEPS (the prefix, default /tmp/tessel-deps),
 # TESSEL_CHECK_TORCH (a torch folder, default: python3's),
-# TESSEL_CHECK_SKIP_BUILD=1 (reuse build/device).
+# TESSEL_CHECK_DEVICE (the trains' TESSEL_DEVICE, default cuda),
+# TESSEL_CHECK_SKIP_BUILD=1 (reuse build/device), TESSEL_CHECK_BENCH=1 (also
+# bench/gpu/run.sh, issue 40: tessel against PyTorch FSDP2), TESSEL_CHECK_BUILD_LIMIT
+# (seconds, default 360: a 16-core machine's build; the dry run on 2 cores
+# needs far more).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -99,7 +103,7 @@ configure=(cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
 built=1
 if [[ ${TESSEL_CHECK_SKIP_BUILD:-0} != 1 ]]; then
   phase configure 120 configure.log "${configure[@]}" &&
-    phase build 360 build.log cmake --build "$build" --target tessel_bin test_gpu -- -j"$jobs" || built=0
+    phase build "${TESSEL_CHECK_BUILD_LIMIT:-360}" build.log cmake --build "$build" --target tessel_bin test_gpu -- -j"$jobs" || built=0
 fi
 
 # --- tests and runs -----------------------------------------------------
@@ -109,10 +113,15 @@ if ((built)); then
     -x LD_LIBRARY_PATH -x OPAL_PREFIX -x TESSEL_COLLECTIVE_TIMEOUT_S=120 \
     bash -c "exec '$build/tests/test_gpu' --gtest_output=json:$out/test_gpu_np4_rank\${OMPI_COMM_WORLD_RANK}.json"
   # The default job (tiny Llama, HSDP 2x2) on the GPU, and one process.
-  phase train_np1 120 train_np1.log env TESSEL_DEVICE=cuda "$build/bin/tessel" train --nproc 1 \
+  device=${TESSEL_CHECK_DEVICE:-cuda}  # the dry run trains on the CPU
+  phase train_np1 120 train_np1.log env TESSEL_DEVICE="$device" "$build/bin/tessel" train --nproc 1 \
     policy.dtensor_cfg.dp_replicate_size=1 "logger.log_dir=$out/train_np1_logs" --no-print-config
-  phase train_np4 180 train_np4.log env TESSEL_DEVICE=cuda TESSEL_ALLOW_SHARED_GPU=1 "$build/bin/tessel" train \
+  phase train_np4 180 train_np4.log env TESSEL_DEVICE="$device" TESSEL_ALLOW_SHARED_GPU=1 "$build/bin/tessel" train \
     --nproc 4 --mpirun "$mpirun" "logger.log_dir=$out/train_np4_logs" --no-print-config
+  # Issue 40's side-by-side benchmark against PyTorch FSDP2, when asked for.
+  if [[ ${TESSEL_CHECK_BENCH:-0} == 1 ]]; then
+    phase bench 300 bench.log env OUT="$out/bench" bash "$root/bench/gpu/run.sh" "$build" 2048 4 8
+  fi
 fi
 
 # --- summary ---------------------------------------------------------------
@@ -149,6 +158,12 @@ with open(os.path.join(out, "phases.tsv")) as f:
 summary["test_gpu_np1"] = gtest(os.path.join(out, "test_gpu_np1.json"))
 ranks = sorted(glob.glob(os.path.join(out, "test_gpu_np4_rank*.json")))
 summary["test_gpu_np4"] = {os.path.basename(p)[len("test_gpu_np4_"):-5]: gtest(p) for p in ranks} or {"error": "no reports"}
+for rank, report in summary["test_gpu_np4"].items():  # rank 0 in full; the others' failures only
+    if rank != "rank0" and "tests" in report:
+        report["tests"] = [t for t in report["tests"] if t["status"] == "failed"]
+bench = os.path.join(out, "bench.log")
+if os.path.exists(bench):
+    summary["bench"] = [json.loads(l) for l in open(bench, errors="replace") if l.startswith("{")]
 for run in ("train_np1", "train_np4"):
     log = os.path.join(out, run + ".log")
     if os.path.exists(log):
