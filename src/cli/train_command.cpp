@@ -9,8 +9,6 @@
 // mpirun with the flags a CPU run needs (dist/launcher.h), so users never
 // need to know mpirun. The config is loaded and checked before launching, so
 // a typo fails once, at once, with exit code 2.
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -26,15 +24,14 @@
 #include "cli/default_config.h"
 #include "cli/environment_check.h"
 #include "cli/mesh_sizes_from_config.h"
+#include "cli/self_launch.h"
 #include "config/loader.h"
 #include "config/parallelism_config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/communicator.h"
-#include "dist/core_sharing.h"
 #include "dist/device_mesh.h"
 #include "dist/device_world.h"
-#include "dist/launcher.h"
 #include "dist/mesh_layout.h"
 #include "train/progress.h"
 #include "train/train_options.h"
@@ -53,16 +50,6 @@ struct TrainArgs {
   bool print_config = true;
 };
 
-constexpr const char* kProgressTtyEnv = "TESSEL_PROGRESS_TTY";
-
-bool under_mpi_launcher() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
-    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return true;
-  }
-  return false;
-}
-
-
 fs::path default_train_config() {
   const fs::path path = default_config_path().parent_path() / "default.yaml";
   if (!fs::is_regular_file(path)) {
@@ -71,42 +58,6 @@ fs::path default_train_config() {
                                  path.string()));
   }
   return path;
-}
-
-[[noreturn]] void relaunch(const TrainArgs& args, const fs::path& config_path,
-                           const std::vector<std::string>& overrides, int num_ranks) {
-  const std::string mpirun = dist::find_executable(args.mpirun);
-  if (mpirun.empty()) {
-    throw Error(fmt::format("this run needs {} processes, but {} was not found: install Open "
-                            "MPI (apt-get install openmpi-bin), pass --mpirun PATH, run with "
-                            "--nproc 1, or start it yourself: mpirun -np {} tessel train {} {}",
-                            num_ranks, args.mpirun, num_ranks, config_path.string(),
-                            fmt::join(overrides, " ")));
-  }
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error(fmt::format("cannot find the tessel binary (/proc/self/exe): {}", ec.message()));
-  dist::LaunchOptions options;
-  options.num_ranks = num_ranks;
-  options.mpirun = mpirun;
-  options.program = self.string();
-  // The children must load exactly this config: pass its absolute path (the
-  // default is found relative to the source tree, which they may not see the same way).
-  options.program_args = {"train", fs::absolute(config_path).string()};
-  options.program_args.insert(options.program_args.end(), overrides.begin(), overrides.end());
-  if (!args.print_config) options.program_args.push_back("--no-print-config");
-  options.as_root = ::geteuid() == 0;
-  options.local_cores = dist::usable_cores();
-  // Under mpirun the ranks' stdout is mpirun's pty or pipe, whatever the
-  // person who started the run sees; tell rank 0 which it is, so a terminal
-  // gets the redrawn bar and a log file plain lines.
-  ::setenv(kProgressTtyEnv, train::Progress::is_terminal(stdout) ? "1" : "0", 1);
-  options.forward_env = dist::tessel_env_names();
-  const auto argv = dist::mpirun_command(options);
-  std::fprintf(stderr, "tessel train: starting %d processes: %s\n", num_ranks,
-               fmt::format("{}", fmt::join(argv, " ")).c_str());
-  std::fflush(stderr);
-  dist::exec_command(argv);
 }
 
 void run_train(const TrainArgs& args) {
@@ -127,7 +78,15 @@ void run_train(const TrainArgs& args) {
     const int64_t wanted = args.nproc > 0 ? args.nproc : parallel.world_size();
     // Check the layout for the world about to be launched, before launching it.
     const dist::MeshLayout layout(mesh_sizes_from(parallel, wanted));
-    if (wanted > 1) relaunch(args, config_path, overrides, static_cast<int>(wanted));
+    if (wanted > 1) {
+      // The children must load exactly this config: pass its absolute path
+      // (the default is found relative to the source tree, which they may not
+      // see the same way).
+      std::vector<std::string> program_args = {"train", fs::absolute(config_path).string()};
+      program_args.insert(program_args.end(), overrides.begin(), overrides.end());
+      if (!args.print_config) program_args.push_back("--no-print-config");
+      relaunch_self("train", program_args, static_cast<int>(wanted), args.mpirun);
+    }
   }
 
   // Each rank's device (cuda:<local rank> where CUDA is present) and the
@@ -154,9 +113,7 @@ void run_train(const TrainArgs& args) {
   const dist::DeviceMesh mesh(dist::MeshLayout(mesh_sizes_from(parallel, world->size())), world,
                               placed.device);
   train::RunOptions run;
-  const char* tty = std::getenv(kProgressTtyEnv);
-  run.interactive = (tty != nullptr && *tty != '\0') ? std::string(tty) == "1"
-                                                    : train::Progress::is_terminal(stdout);
+  run.interactive = progress_is_terminal();
   train::train(cfg, mesh, run);
 }
 
