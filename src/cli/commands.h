@@ -24,5 +24,8 @@ void add_init_model_command(CLI::App& app);
 // `tessel logits MODEL --tokens 3,10,17 [--json]`: one forward, logits and loss
 // (cli/logits_command.cpp).
 void add_logits_command(CLI::App& app);
+// `tessel logprobs MODEL --tokens 3,10,17 [--temperature T] [--json]`: each
+// token's log-probability, on any layout (cli/logprobs_command.cpp).
+void add_logprobs_command(CLI::App& app);
 
 }  // namespace tessel::cli
