@@ -55,6 +55,14 @@ at::Tensor logprobs_by_token(const at::Tensor& aligned) {
   return out;
 }
 
+at::Tensor aligned_logprobs(const train::ShardedModel& model, const at::Tensor& logits, const at::Tensor& labels,
+                            double temperature) {
+  const int64_t rows = labels.size(0), positions = labels.size(1);
+  return token_logprobs(logits.reshape({rows * positions, logits.size(-1)}), labels.reshape({-1}), temperature,
+                        vocab_slice_of(model, logits))
+      .view({rows, positions});
+}
+
 at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& input_ids,
                         const at::Tensor& input_lengths, double temperature) {
   at::NoGradGuard no_grad;
@@ -69,9 +77,7 @@ at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh
   const train::MicroBatch piece = train::context_parallel_slice(rows, cp, mesh.coordinate("cp"));
   const at::Tensor logits = model.model->forward_logits(piece.input_ids, piece.position_ids, piece.document_ids);
   const int64_t batch = piece.input_ids.size(0), local = piece.input_ids.size(1);
-  at::Tensor aligned = token_logprobs(logits.reshape({batch * local, logits.size(-1)}), piece.labels.reshape({-1}),
-                                      temperature, vocab_slice_of(model, logits))
-                           .view({batch, local});
+  at::Tensor aligned = aligned_logprobs(model, logits, piece.labels, temperature);
   if (cp > 1) {
     // Every rank's chunks (equal sizes: the rows were padded to 2·cp chunks),
     // then the rows joined and the padding dropped.

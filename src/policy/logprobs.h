@@ -32,6 +32,12 @@ at::Tensor next_token_targets(const at::Tensor& input_ids, const at::Tensor& inp
 // all of them, or this tp rank's slice of a column-parallel lm_head.
 VocabSlice vocab_slice_of(const train::ShardedModel& model, const at::Tensor& logits);
 
+// The log-probs of `labels` (aligned with the logits, negative = none: 0
+// there) from the model's `logits` for one micro batch piece, [B, T] float32,
+// differentiable: what the policy losses train on. Collective over tp.
+at::Tensor aligned_logprobs(const train::ShardedModel& model, const at::Tensor& logits, const at::Tensor& labels,
+                            double temperature);
+
 // Collective over the mesh: the tp and cp ranks of one dp rank pass the same
 // rows; different dp ranks may pass different rows (and batch sizes). No
 // gradients are recorded. temperature > 0.
