@@ -16,6 +16,8 @@ void add_plan_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 // `tessel train [CONFIG] [overrides] [--nproc N]`: train a model (cli/train_command.cpp).
 void add_train_command(CLI::App& app);
+// `tessel dpo [CONFIG] [overrides] [--nproc N]`: DPO on preference pairs (cli/dpo_command.cpp).
+void add_dpo_command(CLI::App& app);
 // `tessel convert CKPT HF_DIR`: checkpoint -> Hugging Face directory (cli/convert_command.cpp).
 void add_convert_command(CLI::App& app);
 // `tessel init-model PRESET OUT_DIR [--seed N]`: a preset as an HF directory

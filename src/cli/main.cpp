@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   tessel::cli::add_plan_command(app);
   tessel::cli::add_run_command(app);
   tessel::cli::add_train_command(app);
+  tessel::cli::add_dpo_command(app);
   tessel::cli::add_convert_command(app);
   tessel::cli::add_init_model_command(app);
   tessel::cli::add_logits_command(app);

@@ -55,6 +55,13 @@ at::Tensor logprobs_by_token(const at::Tensor& aligned) {
   return out;
 }
 
+at::Tensor logprobs_aligned_with_labels(const at::Tensor& by_token) {
+  at::Tensor out = at::zeros_like(by_token);
+  const int64_t seq = by_token.size(1);
+  if (seq > 1) out.narrow(1, 0, seq - 1).copy_(by_token.narrow(1, 1, seq - 1));
+  return out;
+}
+
 at::Tensor aligned_logprobs(const train::ShardedModel& model, const at::Tensor& logits, const at::Tensor& labels,
                             double temperature) {
   const int64_t rows = labels.size(0), positions = labels.size(1);
@@ -67,9 +74,11 @@ at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh
                         const at::Tensor& input_lengths, double temperature) {
   at::NoGradGuard no_grad;
   const int cp = mesh.size("cp"), tp = mesh.size("tp");
-  // Rows padded to a multiple of 2·cp·tp: whole load-balanced chunks, each
-  // divisible over tp (sequence parallelism cuts the sequence over tp).
-  const int64_t seq = input_ids.size(1), multiple = 2 * cp * tp;
+  // Rows padded to whole load-balanced chunks (2·cp of them) each divisible
+  // over tp (sequence parallelism cuts the sequence over tp); rows that
+  // divide already keep their shape, so a training batch's rows get the very
+  // arithmetic its training step gives them.
+  const int64_t seq = input_ids.size(1), multiple = (cp > 1 ? 2 * cp : 1) * tp;
   const int64_t padded = (seq + multiple - 1) / multiple * multiple;
   train::MicroBatch rows;
   rows.input_ids = at::constant_pad_nd(input_ids.to(at::kLong), {0, padded - seq}, 0);

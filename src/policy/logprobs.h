@@ -46,7 +46,10 @@ at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh
 
 // Turns log-probs aligned with the logits ([B, S], position t = the log-prob
 // of token t + 1) into get_logprobs' layout (position i = token i; position 0
-// is 0). Shared by get_logprobs and the losses' metrics.
+// is 0).
 at::Tensor logprobs_by_token(const at::Tensor& aligned);
+// The inverse: get_logprobs' layout aligned with the labels (the last
+// position, which predicts nothing, is 0).
+at::Tensor logprobs_aligned_with_labels(const at::Tensor& by_token);
 
 }  // namespace tessel::policy
