@@ -11,14 +11,13 @@ Deterministic (fixed seed, only the standard library); the validation prompts
 never occur in the training file. Regenerate with
   /usr/bin/python3 tools/make_demo_dpo_data.py
 """
-import json
-import pathlib
 import random
+
+from make_demo_data import LETTERS, disjoint_splits, write_jsonl
 
 SEED = 4321
 TRAIN_SIZE = 256
 VAL_SIZE = 64
-LETTERS = "abcdefghij"
 
 
 def make_pair(rng):
@@ -36,24 +35,8 @@ def make_pair(rng):
 
 
 def main():
-    rng = random.Random(SEED)
-    train, val, seen = [], [], set()
-    while len(train) < TRAIN_SIZE:
-        pair = make_pair(rng)
-        if pair["prompt"] not in seen:
-            seen.add(pair["prompt"])
-            train.append(pair)
-    while len(val) < VAL_SIZE:
-        pair = make_pair(rng)
-        if pair["prompt"] not in seen:
-            seen.add(pair["prompt"])
-            val.append(pair)
-    out_dir = pathlib.Path(__file__).resolve().parent.parent / "examples" / "data"
-    for name, rows in (("demo_dpo.jsonl", train), ("demo_dpo_val.jsonl", val)):
-        with open(out_dir / name, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
-        print(f"wrote {len(rows)} pairs to {out_dir / name}")
+    train, val = disjoint_splits(make_pair, random.Random(SEED), TRAIN_SIZE, VAL_SIZE, "prompt")
+    write_jsonl((("demo_dpo.jsonl", train), ("demo_dpo_val.jsonl", val)), "pairs")
 
 
 if __name__ == "__main__":

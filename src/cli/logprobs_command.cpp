@@ -37,6 +37,7 @@
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
+#include "dist/device_world.h"
 #include "policy/logprobs.h"
 #include "train/model_setup.h"
 #include "train/train_options.h"
@@ -146,8 +147,9 @@ void run_logprobs(const LogprobsArgs& args) {
       relaunch_self("logprobs", program_args, static_cast<int>(wanted), args.mpirun);
     }
   }
-  const dist::CommunicatorPtr world = dist::world();
-  const dist::DeviceMesh mesh(dist::MeshLayout(mesh_sizes_from(parallel, world->size())), world);
+  const dist::DeviceWorld placed = dist::setup_device_world(dist::world());
+  const dist::CommunicatorPtr& world = placed.world;
+  const dist::DeviceMesh mesh(dist::MeshLayout(mesh_sizes_from(parallel, world->size())), world, placed.device);
   train::ShardedModel model = train::setup_model(options, mesh, parallel);
 
   // One right-padded batch, cut into equal blocks of rows per dp rank (the
@@ -166,9 +168,9 @@ void run_logprobs(const LogprobsArgs& args) {
   const int64_t first = mesh.coordinate("dp") * per_rank;
   const at::Tensor mine = policy::get_logprobs(model, mesh, ids.narrow(0, first, per_rank),
                                                lengths.narrow(0, first, per_rank), args.temperature);
-  at::Tensor all = at::empty({per_rank * dp * longest}, at::kFloat);
-  mesh.group("dp")->all_gather_into(all, mine.contiguous().view({-1}));
-  if (world->rank() == 0) print(args, sequences, all.view({per_rank * dp, longest}).narrow(0, 0, rows));
+  at::Tensor all = at::empty({per_rank * dp * longest}, mine.options().device(mesh.device()));
+  mesh.group("dp")->all_gather_into(all, mine.contiguous().view({-1}).to(mesh.device()));
+  if (world->rank() == 0) print(args, sequences, all.cpu().view({per_rank * dp, longest}).narrow(0, 0, rows));
 }
 
 }  // namespace

@@ -2,23 +2,14 @@
 
 #include <ATen/ATen.h>
 
-#include <cmath>
-
 #include "policy/logprobs.h"
 
 namespace tessel::policy {
 
 train::StepCounts DpoObjective::begin(const dist::DeviceMesh& mesh, const std::vector<train::MicroBatch>& batches) {
-  int64_t valid_tokens = 0, valid_sequences = 0, tokens = 0;
-  for (const auto& b : batches) {
-    const at::Tensor sm = row_value(b, kSampleMask);
-    valid_tokens += std::llround((token_value(b, kTokenMask) * sm.unsqueeze(1)).sum().item<double>());
-    valid_sequences += std::llround(sm.sum().item<double>());
-    tokens += b.num_tokens;
-  }
-  const auto global = train::sum_over_dp(mesh, {valid_tokens, valid_sequences, tokens});
-  valid_sequences_ = static_cast<double>(global[1]);
-  return {global[0], global[2]};
+  const PolicyCounts counts = global_policy_counts(mesh, batches);
+  valid_sequences_ = static_cast<double>(counts.valid_sequences);
+  return {counts.valid_tokens, counts.tokens};
 }
 
 at::Tensor DpoObjective::micro_batch_loss(const train::ShardedModel& model, const dist::DeviceMesh& mesh,

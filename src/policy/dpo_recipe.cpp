@@ -9,7 +9,6 @@
 #include "loss/cross_entropy.h"
 #include "policy/logprobs.h"
 #include "policy/policy_batch.h"
-#include "train/sft_recipe.h"
 
 namespace tessel::policy {
 
@@ -61,18 +60,11 @@ void DpoRecipe::setup(train::ShardedModel& model, const dist::DeviceMesh& mesh) 
       data::load_preference_dataset(options_.train_data.name, *tokenizer_, dataset_options(options_, options_.train_data)));
   sampler_.emplace(train_pairs_->size(), train::train_sampler_options(options_, mesh));
   const train::TrainOptions& o = options_;
-  if (o.val_data && (o.val_period > 0 || o.val_at_start || o.val_at_end)) {
-    Validation v;
-    v.pairs.emplace(data::load_preference_dataset(o.val_data->name, *tokenizer_, dataset_options(o, *o.val_data)));
-    v.sampler.global_batch_size = o.val_global_batch_size;
-    v.sampler.micro_batch_size = o.val_micro_batch_size;
-    v.sampler.dp_size = mesh.layout().dp_size();
-    v.sampler.dp_rank = mesh.coordinate("dp");
-    v.sampler.seed = o.seed;
-    v.sampler.shuffle = false;
-    const data::DistributedSampler probe(v.pairs->size(), v.sampler);  // checks the batch sizes up front
-    v.num_batches = o.val_batches > 0 ? std::min(o.val_batches, probe.steps_per_epoch()) : probe.steps_per_epoch();
-    validation_.emplace(std::move(v));
+  if (train::wants_validation(o)) {
+    data::PreferenceDataset pairs =
+        data::load_preference_dataset(o.val_data->name, *tokenizer_, dataset_options(o, *o.val_data));
+    const train::ValidationBatches batches = train::validation_batches(o, mesh, pairs.size());
+    validation_.emplace(Validation{std::move(pairs), batches});
   }
   // The initial weights (before any resume replaces them with the
   // checkpoint's reference): this rank's copy of its shards.
@@ -119,12 +111,12 @@ std::vector<train::MicroBatch> DpoRecipe::next_step(train::ShardedModel& model, 
 }
 
 train::EvalResult DpoRecipe::validate(train::ShardedModel& model, const dist::DeviceMesh& mesh) {
-  data::DistributedSampler sampler(validation_->pairs->size(), validation_->sampler);
+  data::DistributedSampler sampler(validation_->pairs.size(), validation_->batches.sampler);
   std::vector<std::vector<int64_t>> micro_indices;
-  for (int64_t b = 0; b < validation_->num_batches; ++b) {
+  for (int64_t b = 0; b < validation_->batches.num_batches; ++b) {
     for (auto& indices : sampler.next_step()) micro_indices.push_back(std::move(indices));
   }
-  return train::evaluate(model, mesh, batches_of(*validation_->pairs, micro_indices, model, mesh), objective_);
+  return train::evaluate(model, mesh, batches_of(validation_->pairs, micro_indices, model, mesh), objective_);
 }
 
 train::TrainResult train_dpo(const config::Config& config, const dist::DeviceMesh& mesh, const train::RunOptions& run) {

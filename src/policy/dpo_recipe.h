@@ -23,6 +23,7 @@
 #include "policy/loss_options.h"
 #include "policy/reference_policy.h"
 #include "train/recipe.h"
+#include "train/sft_recipe.h"
 #include "train/trainer.h"
 
 namespace tessel::policy {
@@ -47,9 +48,8 @@ class DpoRecipe : public train::Recipe {
 
  private:
   struct Validation {
-    std::optional<data::PreferenceDataset> pairs;
-    data::SamplerOptions sampler;
-    int64_t num_batches = 0;
+    data::PreferenceDataset pairs;
+    train::ValidationBatches batches;
   };
 
   // The micro batches of these pairs' rows, with the reference's log-probs.

@@ -81,8 +81,9 @@ at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh
   const int64_t seq = input_ids.size(1), multiple = (cp > 1 ? 2 * cp : 1) * tp;
   const int64_t padded = (seq + multiple - 1) / multiple * multiple;
   train::MicroBatch rows;
-  rows.input_ids = at::constant_pad_nd(input_ids.to(at::kLong), {0, padded - seq}, 0);
-  rows.labels = at::constant_pad_nd(next_token_targets(input_ids, input_lengths), {0, padded - seq}, -1);
+  rows.input_ids = at::constant_pad_nd(input_ids.to(at::kLong), {0, padded - seq}, 0).to(mesh.device());
+  rows.labels =
+      at::constant_pad_nd(next_token_targets(input_ids, input_lengths), {0, padded - seq}, -1).to(mesh.device());
   const train::MicroBatch piece = train::context_parallel_slice(rows, cp, mesh.coordinate("cp"));
   const at::Tensor logits = model.model->forward_logits(piece.input_ids, piece.position_ids, piece.document_ids);
   const int64_t batch = piece.input_ids.size(0), local = piece.input_ids.size(1);
@@ -97,7 +98,8 @@ at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh
     for (int r = 0; r < cp; ++r) per_rank.push_back(all.narrow(0, r * batch * local, batch * local).view({batch, local}));
     aligned = parallel::join_load_balanced_chunks(per_rank, 1);
   }
-  return logprobs_by_token(aligned.narrow(1, 0, seq).contiguous());
+  // Batches live on the CPU (the step moves them to the device).
+  return logprobs_by_token(aligned.narrow(1, 0, seq).contiguous()).cpu();
 }
 
 }  // namespace tessel::policy

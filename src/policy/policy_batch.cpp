@@ -3,9 +3,12 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "nn/format.h"
 #include "tensor/autograd_collectives.h"
+#include "train/step_objective.h"
 
 namespace tessel::policy {
 
@@ -35,6 +38,18 @@ void add_whole_row_values(train::MicroBatch& batch) {
     const at::Tensor sm = row_value(batch, kSampleMask);
     batch.row_values[kRowLogImportance] = ((prev->second - gen->second) * tm * sm.unsqueeze(1)).sum(1);
   }
+}
+
+PolicyCounts global_policy_counts(const dist::DeviceMesh& mesh, const std::vector<train::MicroBatch>& batches) {
+  int64_t valid_tokens = 0, valid_sequences = 0, tokens = 0;
+  for (const auto& b : batches) {
+    const at::Tensor sm = row_value(b, kSampleMask);
+    valid_tokens += std::llround((token_value(b, kTokenMask) * sm.unsqueeze(1)).sum().item<double>());
+    valid_sequences += std::llround(sm.sum().item<double>());
+    tokens += b.num_tokens;
+  }
+  const auto global = train::sum_over_dp(mesh, {valid_tokens, valid_sequences, tokens});
+  return {global[0], global[1], global[2]};
 }
 
 RowParts row_parts_of(const dist::DeviceMesh& mesh) {

@@ -44,6 +44,16 @@ void add_whole_row_values(train::MicroBatch& batch);
 at::Tensor token_value(const train::MicroBatch& batch, const char* name);
 at::Tensor row_value(const train::MicroBatch& batch, const char* name);
 
+// What the policy losses divide by, over the global batch: the valid tokens
+// (token_mask x sample_mask) and sequences (sample_mask) of this rank's whole
+// micro batches and their real tokens, summed over dp (one all-reduce).
+struct PolicyCounts {
+  int64_t valid_tokens = 0;
+  int64_t valid_sequences = 0;
+  int64_t tokens = 0;
+};
+PolicyCounts global_policy_counts(const dist::DeviceMesh& mesh, const std::vector<train::MicroBatch>& batches);
+
 // Rows possibly cut over context parallelism: the group holding the other
 // parts of each row (null or size 1: rows are whole here) and whether this
 // rank counts quantities of whole rows (cp rank 0 does, once per row).

@@ -104,6 +104,24 @@ data::SamplerOptions train_sampler_options(const TrainOptions& o, const dist::De
   return s;
 }
 
+bool wants_validation(const TrainOptions& o) {
+  return o.val_data && (o.val_period > 0 || o.val_at_start || o.val_at_end);
+}
+
+ValidationBatches validation_batches(const TrainOptions& o, const dist::DeviceMesh& mesh, int64_t dataset_size) {
+  ValidationBatches v;
+  v.sampler.global_batch_size = o.val_global_batch_size;
+  v.sampler.micro_batch_size = o.val_micro_batch_size;
+  v.sampler.dp_size = mesh.layout().dp_size();
+  v.sampler.dp_rank = mesh.coordinate("dp");
+  v.sampler.seed = o.seed;
+  v.sampler.shuffle = false;
+  // Constructing checks the batch sizes against the set up front.
+  const data::DistributedSampler probe(dataset_size, v.sampler);
+  v.num_batches = o.val_batches > 0 ? std::min(o.val_batches, probe.steps_per_epoch()) : probe.steps_per_epoch();
+  return v;
+}
+
 void SftRecipe::setup(ShardedModel& model, const dist::DeviceMesh& mesh) {
   const int64_t vocab = model.model->config().vocab_size;
   tokenizer_ = tokenizer_for(options_, vocab);
@@ -114,20 +132,10 @@ void SftRecipe::setup(ShardedModel& model, const dist::DeviceMesh& mesh) {
   layout_ = batch_layout(options_, tokenizer_ ? tokenizer_->pad_id() : 0);
   sampler_.emplace(train_set_->size(), train_sampler_options(options_, mesh));
   const TrainOptions& o = options_;
-  if (o.val_data && (o.val_period > 0 || o.val_at_start || o.val_at_end)) {
-    // The first val_batches global batches of the validation set, in file
-    // order (the same rows every time, so values are comparable).
-    Validation v{load_split(*o.val_data, o, tokenizer_.get(), vocab), {}, 0};
-    v.sampler.global_batch_size = o.val_global_batch_size;
-    v.sampler.micro_batch_size = o.val_micro_batch_size;
-    v.sampler.dp_size = mesh.layout().dp_size();
-    v.sampler.dp_rank = mesh.coordinate("dp");
-    v.sampler.seed = o.seed;
-    v.sampler.shuffle = false;
-    // Constructing checks the batch sizes against the set up front.
-    const data::DistributedSampler probe(v.dataset.size(), v.sampler);
-    v.num_batches = o.val_batches > 0 ? std::min(o.val_batches, probe.steps_per_epoch()) : probe.steps_per_epoch();
-    validation_.emplace(std::move(v));
+  if (wants_validation(o)) {
+    data::Dataset set = load_split(*o.val_data, o, tokenizer_.get(), vocab);
+    const ValidationBatches batches = validation_batches(o, mesh, set.size());
+    validation_.emplace(Validation{std::move(set), batches});
   }
 }
 
@@ -160,9 +168,9 @@ std::vector<MicroBatch> SftRecipe::next_step(ShardedModel& model, const dist::De
 }
 
 EvalResult SftRecipe::validate(ShardedModel& model, const dist::DeviceMesh& mesh) {
-  data::DistributedSampler sampler(validation_->dataset.size(), validation_->sampler);
+  data::DistributedSampler sampler(validation_->dataset.size(), validation_->batches.sampler);
   std::vector<MicroBatch> batches;
-  for (int64_t b = 0; b < validation_->num_batches; ++b) {
+  for (int64_t b = 0; b < validation_->batches.num_batches; ++b) {
     for (auto& mb : collate_step(validation_->dataset, sampler.next_step(), layout_)) batches.push_back(std::move(mb));
   }
   return evaluate(model, mesh, batches, objective_);

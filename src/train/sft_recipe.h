@@ -48,6 +48,20 @@ data::Dataset load_split(const DatasetOptions& which, const TrainOptions& option
 // data.shuffle, <algorithm>.seed) over `dataset_size` examples.
 data::SamplerOptions train_sampler_options(const TrainOptions& options, const dist::DeviceMesh& mesh);
 
+// Whether the config asks for validation at all (a validation set and a
+// period, or validation at the start or end).
+bool wants_validation(const TrainOptions& options);
+
+// The validation rows: the first <algorithm>.val_batches global batches
+// (all, when 0) of a set of `dataset_size` examples, in file order (the same
+// rows every time, so values are comparable), cut like the training batches.
+// UsageError when the batch sizes do not fit the set.
+struct ValidationBatches {
+  data::SamplerOptions sampler;
+  int64_t num_batches = 0;
+};
+ValidationBatches validation_batches(const TrainOptions& options, const dist::DeviceMesh& mesh, int64_t dataset_size);
+
 class SftRecipe : public Recipe {
  public:
   explicit SftRecipe(TrainOptions options) : options_(std::move(options)) {}
@@ -66,8 +80,7 @@ class SftRecipe : public Recipe {
  private:
   struct Validation {
     data::Dataset dataset;
-    data::SamplerOptions sampler;
-    int64_t num_batches = 0;
+    ValidationBatches batches;
   };
 
   TrainOptions options_;

@@ -56,8 +56,8 @@ class StepObjective;
 struct StepResult {
   // The objective's loss (SFT: the global mean cross-entropy over valid
   // tokens), plus router_aux_loss_coef * aux_loss for a mixture-of-experts
-  // model whose config asks for it (output_router_logits; [Note: the aux loss
-  // in tessel's training step] in loss/load_balancing_loss.h).
+  // model whose config asks for it (output_router_logits;
+  // [Note: the aux loss in tessel's training step] in loss/load_balancing_loss.h).
   double loss = 0.0;
   double aux_loss = 0.0;      // load-balancing loss, mean over the global batch's micro batches (0: none)
   double grad_norm = 0.0;     // before clipping

@@ -55,6 +55,9 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from generate import json_close  # noqa: E402  (numbers within 1e-11, relative)
+
 OUT = os.path.join(HERE, "policy_losses.json")
 B, T = 4, 7
 
@@ -283,28 +286,6 @@ def self_checks(golden):
     assert pg["kl_off"]["metrics"]["kl_penalty"] == 0.0
 
 
-def close(a, b, path=""):
-    if isinstance(a, dict):
-        if a.keys() != b.keys():
-            return path + " (keys)"
-        for k in a:
-            bad = close(a[k], b[k], f"{path}.{k}")
-            if bad:
-                return bad
-        return None
-    if isinstance(a, list):
-        if len(a) != len(b):
-            return path + " (length)"
-        for i, (x, y) in enumerate(zip(a, b)):
-            bad = close(x, y, f"{path}[{i}]")
-            if bad:
-                return bad
-        return None
-    if isinstance(a, float) or isinstance(b, float):
-        return None if abs(a - b) <= 1e-11 * max(1.0, abs(a), abs(b)) else path
-    return None if a == b else path
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="recompute and compare with the file on disk")
@@ -314,7 +295,7 @@ def main():
     self_checks(golden)
     text = json.dumps(golden, indent=1) + "\n"
     if args.check:
-        bad = close(json.load(open(OUT)), json.loads(text))
+        bad = json_close(json.load(open(OUT)), json.loads(text))
         if bad:
             print(f"{OUT} differs at {bad}")
             sys.exit(1)

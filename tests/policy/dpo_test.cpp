@@ -18,6 +18,7 @@
 #include "config/loader.h"
 #include "core/error.h"
 #include "policy/dpo_recipe.h"
+#include "policy/logprob_goldens.h"
 #include "policy/loss_options.h"
 #include "support/source_tree.h"
 #include "support/temp_dir.h"
@@ -27,12 +28,6 @@ namespace tessel::policy {
 namespace {
 
 using ::testing::HasSubstr;
-
-dist::DeviceMesh one_process() {
-  dist::MeshSizes sizes;
-  sizes.world_size = 1;
-  return dist::DeviceMesh(dist::MeshLayout(sizes), dist::world());
-}
 
 train::RunOptions quiet() {
   train::RunOptions r;
@@ -60,7 +55,7 @@ double mean_of(const std::vector<train::StepMetrics>& steps, size_t from, size_t
 }
 
 TEST(Dpo, AccuracyAndRewardMarginRiseOnTheDemoPairs) {
-  const train::TrainResult r = train_dpo(dpo_config({}), one_process(), quiet());
+  const train::TrainResult r = train_dpo(dpo_config({}), testing::one_process_mesh(), quiet());
   ASSERT_EQ(r.steps.size(), 24u);
   // The policy starts as its reference: every reward is exactly 0.
   EXPECT_EQ(train::metric(r.steps[0].objective_metrics, "accuracy"), 0.0);
@@ -81,13 +76,13 @@ TEST(Dpo, AResumedRunKeepsItsReference) {
                                            "checkpointing.enabled=true", "checkpointing.save_period=4"};
   auto whole = common;
   whole.push_back("checkpointing.checkpoint_dir=" + (dir.path() / "whole").string());
-  const train::TrainResult uninterrupted = train_dpo(dpo_config(whole), one_process(), quiet());
+  const train::TrainResult uninterrupted = train_dpo(dpo_config(whole), testing::one_process_mesh(), quiet());
   auto half = common;
   half.push_back("checkpointing.checkpoint_dir=" + (dir.path() / "resumed").string());
   half.push_back("dpo.max_num_steps=4");
-  train_dpo(dpo_config(half), one_process(), quiet());
+  train_dpo(dpo_config(half), testing::one_process_mesh(), quiet());
   half.back() = "dpo.max_num_steps=8";
-  const train::TrainResult resumed = train_dpo(dpo_config(half), one_process(), quiet());
+  const train::TrainResult resumed = train_dpo(dpo_config(half), testing::one_process_mesh(), quiet());
   ASSERT_EQ(resumed.steps.size(), 4u);
   for (size_t s = 0; s < 4; ++s) {
     const auto& want = uninterrupted.steps[s + 4];
@@ -107,7 +102,7 @@ std::string error_of(const std::string& lines, const std::vector<std::string>& e
   o.push_back("data.train.dataset_name=" + path.string());
   o.push_back("data.validation=null");
   try {
-    train_dpo(dpo_config(o), one_process(), quiet());
+    train_dpo(dpo_config(o), testing::one_process_mesh(), quiet());
   } catch (const UsageError& e) {
     return e.what();
   }

@@ -17,6 +17,7 @@
 
 #include "config/loader.h"
 #include "config/parallelism_config.h"
+#include "dist/communicator.h"
 #include "dist/device_mesh.h"
 #include "support/source_tree.h"
 #include "train/model_setup.h"
@@ -59,6 +60,13 @@ inline LogprobGolden load_logprob_golden(const std::string& name) {
     g.logprobs.push_back(t);
   }
   return g;
+}
+
+// The mesh of a single-process run (world 1).
+inline dist::DeviceMesh one_process_mesh() {
+  dist::MeshSizes sizes;
+  sizes.world_size = 1;
+  return dist::DeviceMesh(dist::MeshLayout(sizes), dist::world());
 }
 
 // The base recipe with `overrides` (later ones win).

@@ -13,14 +13,8 @@
 namespace tessel::policy {
 namespace {
 
-dist::DeviceMesh one_process() {
-  dist::MeshSizes sizes;
-  sizes.world_size = 1;
-  return dist::DeviceMesh(dist::MeshLayout(sizes), dist::world());
-}
-
 TEST(LogprobsGolden, EveryFamilyMatchesTransformersInFloat64) {
-  const dist::DeviceMesh mesh = one_process();
+  const dist::DeviceMesh mesh = testing::one_process_mesh();
   for (const auto& name : testing::golden_cases()) {
     SCOPED_TRACE(name);
     const testing::LogprobGolden g = testing::load_logprob_golden(name);

@@ -25,12 +25,6 @@
 namespace tessel::policy {
 namespace {
 
-dist::DeviceMesh one_process() {
-  dist::MeshSizes sizes;
-  sizes.world_size = 1;
-  return dist::DeviceMesh(dist::MeshLayout(sizes), dist::world());
-}
-
 // A few SFT steps on the golden batch: the weights move, as training moves them.
 void train_a_little(train::ShardedModel& model, const dist::DeviceMesh& mesh, const testing::LogprobGolden& g) {
   optim::AdamW optimizer(model.params, optim::AdamWOptions{});
@@ -50,7 +44,7 @@ std::vector<at::Tensor> shard_copies(train::ShardedModel& model) {
 
 TEST(ReferencePolicy, KeepsTheInitialWeightsAndRestoresThePolicyBitForBit) {
   CountingCpuAllocator::install();
-  const dist::DeviceMesh mesh = one_process();
+  const dist::DeviceMesh mesh = testing::one_process_mesh();
   for (const char* name : {"llama", "qwen2", "gemma3"}) {  // untied lm_head, tied, tied + softcap-free gemma
     SCOPED_TRACE(name);
     const testing::LogprobGolden g = testing::load_logprob_golden(name);
@@ -83,7 +77,7 @@ TEST(ReferencePolicy, KeepsTheInitialWeightsAndRestoresThePolicyBitForBit) {
 }
 
 TEST(ReferencePolicy, CheckpointsKeepTheReference) {
-  const dist::DeviceMesh mesh = one_process();
+  const dist::DeviceMesh mesh = testing::one_process_mesh();
   const testing::LogprobGolden g = testing::load_logprob_golden("qwen2");
   test_support::TempDir dir;
   train::ShardedModel model = testing::golden_model("qwen2", mesh);
