@@ -31,26 +31,33 @@ def make_example(rng):
     return {"input": f"up {word}=", "output": word.upper()}
 
 
-def main():
-    rng = random.Random(SEED)
+def disjoint_splits(make, rng, train_size, val_size, key):
+    """train_size rows, then val_size rows whose `key` never occurs in train
+    (nor twice), each drawn by make(rng)."""
     train, val, seen = [], [], set()
-    while len(train) < TRAIN_SIZE:
-        example = make_example(rng)
-        if example["input"] not in seen:
-            seen.add(example["input"])
-            train.append(example)
-    while len(val) < VAL_SIZE:
-        example = make_example(rng)
-        if example["input"] not in seen:
-            seen.add(example["input"])
-            val.append(example)
+    for rows, size in ((train, train_size), (val, val_size)):
+        while len(rows) < size:
+            row = make(rng)
+            if row[key] not in seen:
+                seen.add(row[key])
+                rows.append(row)
+    return train, val
+
+
+def write_jsonl(files, what):
+    """files: (name, rows) pairs, written under examples/data."""
     out_dir = pathlib.Path(__file__).resolve().parent.parent / "examples" / "data"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("demo_sft.jsonl", train), ("demo_sft_val.jsonl", val)):
+    for name, rows in files:
         with open(out_dir / name, "w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
-        print(f"wrote {len(rows)} examples to {out_dir / name}")
+        print(f"wrote {len(rows)} {what} to {out_dir / name}")
+
+
+def main():
+    train, val = disjoint_splits(make_example, random.Random(SEED), TRAIN_SIZE, VAL_SIZE, "input")
+    write_jsonl((("demo_sft.jsonl", train), ("demo_sft_val.jsonl", val)), "examples")
 
 
 if __name__ == "__main__":

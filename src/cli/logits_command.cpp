@@ -10,7 +10,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/token_list.h"
 #include "core/error.h"
 #include "loss/cross_entropy.h"
 #include "models/presets.h"
@@ -36,30 +36,6 @@ struct LogitsArgs {
   bool json = false;
 };
 
-std::vector<int64_t> parse_tokens(const std::string& text) {
-  std::vector<int64_t> ids;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t end = text.find(',', begin);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(begin, end - begin);
-    const auto first = item.find_first_not_of(" \t");
-    const auto last = item.find_last_not_of(" \t");
-    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
-    int64_t value = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size()) {
-      throw UsageError(fmt::format(
-          "--tokens: '{}' is not an integer token id (expected a comma-separated list such as "
-          "--tokens 3,10,17)",
-          item));
-    }
-    ids.push_back(value);
-    begin = end + 1;
-  }
-  return ids;
-}
-
 std::shared_ptr<models::CausalLM> load_model(const LogitsArgs& args) {
   const std::filesystem::path path(args.model);
   if (std::filesystem::is_directory(path)) return models::load_pretrained(path);
@@ -75,17 +51,10 @@ std::shared_ptr<models::CausalLM> load_model(const LogitsArgs& args) {
 }
 
 void run_logits(const LogitsArgs& args) {
-  const std::vector<int64_t> ids = parse_tokens(args.tokens);
+  const std::vector<int64_t> ids = parse_token_list(args.tokens);
   auto model = load_model(args);
   const int64_t vocab = model->config().vocab_size;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= vocab) {
-      throw UsageError(fmt::format(
-          "--tokens: token id {} (position {}) is out of range: the model's vocab_size is {}, "
-          "so ids must be in [0, {}]",
-          ids[i], i, vocab, vocab - 1));
-    }
-  }
+  check_token_ids(ids, vocab, "--tokens");
   const int64_t T = static_cast<int64_t>(ids.size());
   at::NoGradGuard no_grad;
   const at::Tensor input = at::tensor(ids, at::kLong).view({1, T});

@@ -29,8 +29,11 @@ const Example& Dataset::operator[](int64_t index) const {
 }
 
 std::string find_demo_dataset(const std::string& split) {
-  const fs::path relative =
-      fs::path("examples") / "data" / (split == "train" ? "demo_sft.jsonl" : "demo_sft_val.jsonl");
+  return find_demo_file(split == "train" ? "demo_sft.jsonl" : "demo_sft_val.jsonl");
+}
+
+std::string find_demo_file(const std::string& file_name) {
+  const fs::path relative = fs::path("examples") / "data" / file_name;
   std::vector<fs::path> roots;
   if (const char* source_dir = std::getenv("TESSEL_SOURCE_DIR")) roots.emplace_back(source_dir);
   roots.push_back(fs::current_path());

@@ -70,5 +70,7 @@ Dataset load_jsonl_dataset(const std::string& path, const Tokenizer* tokenizer,
 // Absolute path of the shipped demo file for `split`; throws UsageError
 // listing the places searched when it cannot be found.
 std::string find_demo_dataset(const std::string& split);
+// Absolute path of examples/data/<file_name>, searched as above.
+std::string find_demo_file(const std::string& file_name);
 
 }  // namespace tessel::data

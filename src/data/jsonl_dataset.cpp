@@ -2,13 +2,12 @@
 // file:line and says what to change.
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "data/dataset.h"
+#include "data/jsonl_lines.h"
 #include "data/sft_template.h"
 
 namespace tessel::data {
@@ -16,23 +15,10 @@ namespace {
 
 using nlohmann::json;
 
-class LineReader {
+// The SFT formats' fields of one line.
+class LineReader : public JsonlLine {
  public:
-  LineReader(const std::string& path, int64_t line) : where_(fmt::format("{}:{}", path, line)) {}
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw UsageError(fmt::format("{}: {}", where_, what));
-  }
-
-  std::string string_field(const json& object, const char* key, const char* needed_for) const {
-    if (!object.contains(key)) {
-      fail(fmt::format("field '{}' is missing ({})", key, needed_for));
-    }
-    if (!object[key].is_string()) {
-      fail(fmt::format("field '{}' is {}, expected a string", key, object[key].type_name()));
-    }
-    return object[key].get<std::string>();
-  }
+  explicit LineReader(const JsonlLine& line) : JsonlLine(line) {}
 
   std::vector<int64_t> int_array(const json& object, const char* key) const {
     const json& v = object[key];
@@ -96,41 +82,17 @@ class LineReader {
     if (!has_assistant) fail("'messages' has no \"assistant\" message, so nothing to learn");
     return out;
   }
-
- private:
-  std::string where_;
 };
-
-std::string keys_of(const json& object) {
-  std::string keys;
-  for (const auto& item : object.items()) keys += (keys.empty() ? "" : ", ") + item.key();
-  return keys.empty() ? "none" : keys;
-}
 
 }  // namespace
 
 Dataset load_jsonl_dataset(const std::string& path, const Tokenizer* tokenizer,
                            const DatasetOptions& options) {
-  std::ifstream in(path);
-  if (!in) {
-    throw UsageError(fmt::format(
-        "dataset file '{}' cannot be opened ({}); data.*.dataset_name must be a readable "
-        ".jsonl file, \"synthetic\" or \"demo_sft\"",
-        path, std::filesystem::exists(path) ? "permission denied?" : "no such file"));
-  }
   std::vector<Example> examples;
   int64_t dropped = 0;
-  std::string text;
-  for (int64_t line_no = 1; std::getline(in, text); ++line_no) {
-    if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
-    const LineReader line(path, line_no);
-    json object;
-    try {
-      object = json::parse(text);
-    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
-      line.fail(fmt::format("not valid JSON ({}); each line must hold one JSON object", e.what()));
-    }
-    if (!object.is_object()) line.fail("the line is not a JSON object");
+  const char* names_it = "data.*.dataset_name must be a readable .jsonl file, \"synthetic\" or \"demo_sft\"";
+  for_each_jsonl_object(path, names_it, [&](const json& object, const JsonlLine& where) {
+    const LineReader line(where);
     auto need_tokenizer = [&] {
       if (tokenizer == nullptr) line.fail("a text example needs a tokenizer, but none was given");
     };
@@ -163,7 +125,7 @@ Dataset load_jsonl_dataset(const std::string& path, const Tokenizer* tokenizer,
     } else {
       ++dropped;
     }
-  }
+  });
   if (dropped > 0) {
     log::warn("{}: dropped {} example(s) with no response token within max_input_seq_length={}",
               path, dropped, options.sequence.max_input_seq_length);

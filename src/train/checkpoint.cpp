@@ -287,7 +287,7 @@ void remove_leftovers(const fs::path& dir) {
 
 void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedModel& model,
                      const optim::AdamW* optimizer, const dist::DeviceMesh& mesh,
-                     const config::Config& run_config, const KeepPolicy& keep) {
+                     const config::Config& run_config, const KeepPolicy& keep, const ShardSets& extra) {
   const auto& world = mesh.world();
   const int rank = world->rank();
   const fs::path tmp = dir / fmt::format(".{}.tmp", step_name(info.step));
@@ -330,6 +330,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
         tensors.emplace_back("exp_avg_sq/" + name, st.exp_avg_sq.contiguous());
       }
     }
+    for (const auto& [kind, set] : extra) tensors.emplace_back(kind + "/" + name, set.at(name).detach().contiguous());
   }
   // The other ep ranks' experts: metadata.json names every parameter of the
   // model, so a load on any ep size (or `tessel convert`) finds them all.
@@ -363,6 +364,9 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     meta["mesh"] = mesh.layout().describe();
     meta["optimizer_step"] = optimizer ? optimizer->step_count() : 0;
     meta["has_optimizer"] = optimizer != nullptr && optimizer->step_count() > 0;
+    json kinds = json::array();
+    for (const auto& [kind, set] : extra) kinds.push_back(kind);
+    meta["shard_sets"] = kinds;
     meta["sampler"] = json::parse(info.sampler.to_json());
     meta["metrics"] = info.metrics;
     meta["shapes"] = shapes;
@@ -455,8 +459,18 @@ void fill_from_rank_files(const RankFiles& rf, const std::string& kind, const st
 }  // namespace
 
 CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
-                               optim::AdamW* optimizer) {
+                               optim::AdamW* optimizer, ShardSets* extra) {
   const CheckpointMetadata meta = read_metadata(step_dir);
+  if (extra != nullptr) {
+    const auto& kinds = meta.shard_sets;
+    for (const auto& [kind, set] : *extra) {
+      if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+        throw Error(fmt::format("checkpoint {} has no '{}' tensors (it holds: model{}{}): it was not saved by a run "
+                                "that keeps them",
+                                step_dir.string(), kind, kinds.empty() ? "" : ", ", fmt::join(kinds, ", ")));
+      }
+    }
+  }
   const RankFiles rf = open_rank_files(step_dir, meta);
   const auto index = param_index(*model.model);
   const bool with_optimizer = optimizer != nullptr && meta.has_optimizer;
@@ -481,6 +495,9 @@ CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
       st.exp_avg_sq = at::zeros_like(sp.local, at::MemoryFormat::Contiguous);
       fill_from_rank_files(rf, "exp_avg", name, shape, dst_map, st.exp_avg, step_dir);
       fill_from_rank_files(rf, "exp_avg_sq", name, shape, dst_map, st.exp_avg_sq, step_dir);
+    }
+    if (extra != nullptr) {
+      for (auto& [kind, set] : *extra) fill_from_rank_files(rf, kind, name, shape, dst_map, set.at(name), step_dir);
     }
   }
   if (with_optimizer) optimizer->load_state(std::move(states), meta.optimizer_step);

@@ -9,8 +9,10 @@
 //
 // Layout of <checkpointing.checkpoint_dir>/step_<N>/:
 //   rank_<r>.safetensors  this rank's local fp32 shards it writes: "model/<name>",
-//                         and with save_optimizer "exp_avg/<name>",
-//                         "exp_avg_sq/<name>"; the header metadata records
+//                         with save_optimizer "exp_avg/<name>",
+//                         "exp_avg_sq/<name>", and the recipe's other sets
+//                         laid out like the model ("reference/<name>": the
+//                         policy DPO and GRPO stay close to); the header metadata records
 //                         each shard's first row in this rank's tp piece
 //                         (dim0_offsets, JSON) and the rank's tp coordinate
 //   metadata.json         step, world size, mesh, tp size and the parameters
@@ -67,6 +69,11 @@ struct CheckpointInfo {
   std::map<std::string, double> metrics;
 };
 
+// Tensors laid out exactly like the model's own local shards, kept by a
+// checkpoint beside them: kind ("reference") -> parameter name -> this rank's
+// shard. Written and resharded like the parameters.
+using ShardSets = std::map<std::string, std::map<std::string, at::Tensor>>;
+
 // Which complete checkpoints a save leaves (checkpointing.keep_top_k,
 // metric_name, higher_is_better).
 struct KeepPolicy {
@@ -78,10 +85,11 @@ struct KeepPolicy {
 // Collective over the mesh's world. Then keeps the `keep.top_k` best steps by
 // `keep.metric_name` (steps without it rank last; ties go to the more recent)
 // and always the newest step, so the run can resume.
+// `extra`: more shard sets to keep (ShardSets).
 void save_checkpoint(const std::filesystem::path& dir, const CheckpointInfo& info,
                      ShardedModel& model, const optim::AdamW* optimizer,
                      const dist::DeviceMesh& mesh, const config::Config& run_config,
-                     const KeepPolicy& keep);
+                     const KeepPolicy& keep, const ShardSets& extra = {});
 
 // <dir>/step_<step>, and back: the N of a step_<N> directory.
 std::filesystem::path checkpoint_step_dir(const std::filesystem::path& dir, int64_t step);
@@ -93,10 +101,12 @@ int64_t checkpoint_step(const std::filesystem::path& step_dir);
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
 
 // Restores parameters (and the optimizer state and step when `optimizer` is
-// given and the checkpoint has them) into the sharded model. Throws
-// tessel::Error naming the file and tensor when they do not match.
+// given and the checkpoint has them) into the sharded model, and every set
+// of `extra` (its tensors allocated like the shards) from the checkpoint's
+// set of that kind. Throws tessel::Error naming the file and tensor when they
+// do not match, or the kind when the checkpoint has no such set.
 CheckpointInfo load_checkpoint(const std::filesystem::path& step_dir, ShardedModel& model,
-                               optim::AdamW* optimizer);
+                               optim::AdamW* optimizer, ShardSets* extra = nullptr);
 
 // Every parameter of the checkpoint as a full tensor (`kind` "model",
 // "exp_avg" or "exp_avg_sq"), by name.

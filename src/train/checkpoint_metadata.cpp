@@ -237,6 +237,20 @@ CheckpointMetadata parse_checkpoint_metadata(const std::string& json_text,
     }
     out.tp_sharded[name] = s;
   }
+  const json shard_sets = meta.value("shard_sets", json::array());
+  if (!shard_sets.is_array()) {
+    reader.refuse(fmt::format("\"shard_sets\" is {}, expected a list of names", MetadataReader::shown(shard_sets)));
+  }
+  for (const json& kind : shard_sets) {
+    const bool plain = kind.is_string() && !kind.get<std::string>().empty() &&
+                       kind.get<std::string>().find_first_not_of("abcdefghijklmnopqrstuvwxyz_") == std::string::npos;
+    if (!plain || kind == "model" || kind == "exp_avg" || kind == "exp_avg_sq") {
+      reader.refuse(fmt::format("\"shard_sets\" holds {}, expected names of lowercase letters and '_' other than "
+                                "model, exp_avg and exp_avg_sq",
+                                MetadataReader::shown(kind)));
+    }
+    out.shard_sets.push_back(kind.get<std::string>());
+  }
   return out;
 }
 

@@ -53,6 +53,9 @@ struct CheckpointMetadata {
   std::map<std::string, std::vector<int64_t>> shapes;  // every parameter's global shape
   std::map<std::string, TpSplit> tp_sharded;           // the parameters split over tp
   std::optional<CheckpointManifest> files;  // absent in checkpoints saved before the list
+  // The other sets of shards the rank files hold beside "model" (ShardSets
+  // of train/checkpoint.h, e.g. "reference"); absent: none.
+  std::vector<std::string> shard_sets;
 };
 
 // metadata.json's top level when it is a JSON object with the fields above;

@@ -39,6 +39,10 @@ MicroBatch context_parallel_slice(const MicroBatch& batch, int cp_size, int cp_r
   out.position_ids = take(positions);
   if (batch.document_ids.defined()) out.document_ids = take(pad_tokens(batch.document_ids, extra, -1));
   if (batch.attention_mask.defined()) out.attention_mask = take(pad_tokens(batch.attention_mask, extra, 0));
+  // Per-token values are cut like the labels (their padding counts for
+  // nothing: no target is there); per-row values stay whole.
+  for (const auto& [name, values] : batch.token_values) out.token_values[name] = take(pad_tokens(values, extra, 0));
+  out.row_values = batch.row_values;
   out.num_tokens = batch.num_tokens;  // of the whole rows: train_step counts before cutting
   return out;
 }

@@ -4,7 +4,8 @@
 // are next-token targets already aligned with their tokens, so they are cut
 // the same way; position ids are the global positions of the kept tokens
 // (rotary angles as in the whole row); document ids travel along for packed
-// rows. The padding is ignored by the loss and, being after every real token
+// rows; a policy loss's per-token values are cut like the labels. The
+// padding is ignored by the loss and, being after every real token
 // of its row (or a document of its own when packed), invisible to attention.
 #pragma once
 

@@ -10,6 +10,13 @@
 namespace tessel::train {
 
 namespace {
+// The objective's metrics beside the loss, as fields of the record.
+void add_objective_metrics(nlohmann::ordered_json& j, const std::vector<std::pair<std::string, double>>& metrics) {
+  for (const auto& [name, value] : metrics) {
+    if (name != "loss") j[name] = value;
+  }
+}
+
 void add_sent_bytes(nlohmann::ordered_json& j, const GroupBytes& sent) {
   auto& by_group = j["sent_bytes"] = nlohmann::ordered_json::object();
   for (const auto& [group, b] : sent) by_group[group] = {{"same_node", b.same_node}, {"other_node", b.other_node}};
@@ -38,6 +45,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["step"] = m.step;
   j["loss"] = m.loss;
   if (m.aux_loss != 0.0) j["aux_loss"] = m.aux_loss;
+  add_objective_metrics(j, m.objective_metrics);
   j["grad_norm"] = m.grad_norm;
   j["lr"] = m.lr;
   j["tokens"] = m.tokens;
@@ -75,6 +83,7 @@ void MetricsWriter::write(const ValMetrics& m) {
   j["split"] = "val";
   j["step"] = m.step;
   j["loss"] = m.loss;
+  add_objective_metrics(j, m.objective_metrics);
   j["valid_tokens"] = m.valid_tokens;
   out_ << j.dump() << '\n';
   out_.flush();

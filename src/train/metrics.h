@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/link_traffic.h"
@@ -36,6 +37,9 @@ struct StepMetrics {
   std::vector<int64_t> peak_device_bytes;
   GroupBytes sent_bytes;                // per mesh group, summed over ranks (link_traffic.h)
   std::vector<double> comm_wait_s_per_rank;  // per world rank, as comm_wait_s above
+  // The objective's own metrics (train/step_objective.h), "loss" first; the
+  // ones beside the loss (DPO's accuracy, ...) are written as fields.
+  std::vector<std::pair<std::string, double>> objective_metrics;
 };
 
 // What the OS measured once the model was loaded and sharded, before the
@@ -53,6 +57,7 @@ struct ValMetrics {
   int64_t step = 0;  // optimizer steps done when validating
   double loss = 0.0;
   int64_t valid_tokens = 0;
+  std::vector<std::pair<std::string, double>> objective_metrics;  // as StepMetrics'
 };
 
 // Appends to <dir>/metrics.jsonl (truncated when opened, unless `append` is

@@ -16,8 +16,19 @@ std::string format_duration(double seconds) {
   return h > 0 ? fmt::format("{}:{:02}:{:02}", h, m, s) : fmt::format("{}:{:02}", m, s);
 }
 
-Progress::Progress(std::FILE* out, int64_t total_steps, bool interactive, int64_t first_step)
-    : out_(out), total_(total_steps), interactive_(interactive), first_step_(first_step) {}
+Progress::Progress(std::FILE* out, int64_t total_steps, bool interactive, int64_t first_step,
+                   std::vector<std::string> shown)
+    : out_(out), total_(total_steps), interactive_(interactive), first_step_(first_step), shown_(std::move(shown)) {}
+
+std::string Progress::shown_metrics(const std::vector<std::pair<std::string, double>>& metrics) const {
+  std::string out;
+  for (const auto& name : shown_) {
+    for (const auto& [key, value] : metrics) {
+      if (key == name) out += fmt::format("  {} {:.4f}", name, value);
+    }
+  }
+  return out;
+}
 
 bool Progress::is_terminal(std::FILE* out) { return ::isatty(::fileno(out)) == 1; }
 
@@ -32,17 +43,18 @@ void Progress::step(const StepMetrics& m) {
     const int filled = total_ > 0 ? static_cast<int>(kBar * m.step / total_) : 0;
     const std::string bar = std::string(std::clamp(filled, 0, kBar), '#') +
                             std::string(kBar - std::clamp(filled, 0, kBar), '.');
-    std::fprintf(out_, "\r[%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s   ",
+    std::fprintf(out_, "\r[%s] step %lld/%lld  loss %.4f%s  lr %.2e  %.0f tok/s  ETA %s   ",
                  bar.c_str(), static_cast<long long>(m.step), static_cast<long long>(total_),
-                 m.loss, m.lr, m.tokens_per_s, format_duration(eta).c_str());
+                 m.loss, shown_metrics(m.objective_metrics).c_str(), m.lr, m.tokens_per_s,
+                 format_duration(eta).c_str());
     bar_open_ = true;
   } else {
     std::fprintf(out_,
-                 "step %lld/%lld  loss %.6f  grad_norm %.4f  lr %.3e  tokens/s %.0f  "
+                 "step %lld/%lld  loss %.6f%s  grad_norm %.4f  lr %.3e  tokens/s %.0f  "
                  "step_time %.3fs  comm_wait %.3fs  ETA %s\n",
                  static_cast<long long>(m.step), static_cast<long long>(total_), m.loss,
-                 m.grad_norm, m.lr, m.tokens_per_s, m.step_time_s, m.comm_wait_s,
-                 format_duration(eta).c_str());
+                 shown_metrics(m.objective_metrics).c_str(), m.grad_norm, m.lr, m.tokens_per_s,
+                 m.step_time_s, m.comm_wait_s, format_duration(eta).c_str());
   }
   std::fflush(out_);
 }
@@ -54,8 +66,9 @@ void Progress::end_bar_line() {
 
 void Progress::validation(const ValMetrics& m) {
   end_bar_line();
-  std::fprintf(out_, "validation at step %lld  val_loss %.6f  (%lld tokens)\n",
-               static_cast<long long>(m.step), m.loss, static_cast<long long>(m.valid_tokens));
+  std::fprintf(out_, "validation at step %lld  val_loss %.6f%s  (%lld tokens)\n",
+               static_cast<long long>(m.step), m.loss, shown_metrics(m.objective_metrics).c_str(),
+               static_cast<long long>(m.valid_tokens));
   std::fflush(out_);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "train/metrics.h"
 
@@ -16,8 +17,11 @@ namespace tessel::train {
 class Progress {
  public:
   // `interactive`: redraw one line (use is_terminal(out)). `first_step` is
-  // the step a resumed run starts from, so the ETA counts only this run's steps.
-  Progress(std::FILE* out, int64_t total_steps, bool interactive, int64_t first_step = 0);
+  // the step a resumed run starts from, so the ETA counts only this run's
+  // steps. `shown`: the objective's metrics printed after the loss (DPO's
+  // accuracy, ...).
+  Progress(std::FILE* out, int64_t total_steps, bool interactive, int64_t first_step = 0,
+           std::vector<std::string> shown = {});
 
   void step(const StepMetrics& m);
   void validation(const ValMetrics& m);
@@ -28,11 +32,14 @@ class Progress {
 
  private:
   void end_bar_line();
+  // "  accuracy 0.7500  reward_margin 0.1234" for the shown metrics present.
+  std::string shown_metrics(const std::vector<std::pair<std::string, double>>& metrics) const;
 
   std::FILE* out_;
   int64_t total_;
   bool interactive_;
   int64_t first_step_;
+  std::vector<std::string> shown_;
   double elapsed_s_ = 0.0;
   bool bar_open_ = false;
 };

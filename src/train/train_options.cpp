@@ -26,20 +26,9 @@ const CheckedSection& section_of(const std::string& path) {
 
 const std::vector<std::string>& keys_of(const std::string& path) { return section_of(path).keys; }
 
-// A typo under these mappings would silently train with a default, so every
-// key must be one the trainer knows (the reference's names).
-void check_keys(const Config& node, const std::string& path) {
-  const CheckedSection& section = section_of(path);
-  const auto& known = section.keys;
-  for (const auto& key : node.keys()) {
-    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    throw UsageError(fmt::format("unknown config key '{}'.{} Known keys of {}: {}", section.key_path(key),
-                                 config::did_you_mean(config::closest_names(known, key)),
-                                 path.empty() ? "the top level" : path, fmt::join(known, ", ")));
-  }
-}
+void check_keys(const Config& node, const std::string& path) { check_section_keys(node, section_of(path)); }
 
-int64_t positive(const Config& c, const char* key) {
+int64_t positive(const Config& c, const std::string& key) {
   const auto v = c.get<int64_t>(key);
   if (v < 1) throw UsageError(fmt::format("{} must be >= 1, got {}", key, v));
   return v;
@@ -162,8 +151,8 @@ std::string checkpoint_metric_from(const Config& c) {
 
 // The sections of checked_config_sections() that are not parsed by a helper
 // of their own: checked as a whole when present as a mapping.
-void check_plain_sections(const Config& c) {
-  check_keys(c, "");
+void check_plain_sections(const Config& c, const CheckedSection& top_level) {
+  check_section_keys(c, top_level);
   for (const char* path : {"policy", "policy.tokenizer", "policy.optimizer", "data", "data.train",
                            "data.validation", "checkpointing", "logger", "logger.tensorboard", "cluster"}) {
     const Config* node = c.find(path);
@@ -208,6 +197,32 @@ std::optional<std::chrono::seconds> must_save_by_from(const Config& c) {
 
 }  // namespace
 
+void check_section_keys(const Config& node, const CheckedSection& section) {
+  // A typo under these mappings would silently train with a default, so
+  // every key must be one the trainer knows (the reference's names).
+  const auto& known = section.keys;
+  for (const auto& key : node.keys()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    throw UsageError(fmt::format("unknown config key '{}'.{} Known keys of {}: {}", section.key_path(key),
+                                 config::did_you_mean(config::closest_names(known, key)),
+                                 section.path.empty() ? "the top level" : section.path, fmt::join(known, ", ")));
+  }
+}
+
+std::vector<CheckedSection> checked_config_sections(const AlgorithmSection& algorithm) {
+  std::vector<CheckedSection> sections = checked_config_sections();
+  for (auto& section : sections) {
+    if (section.path.empty()) {
+      std::replace(section.keys.begin(), section.keys.end(), std::string("sft"), algorithm.name);
+      section.keys.insert(section.keys.end(), algorithm.top_level_keys.begin(), algorithm.top_level_keys.end());
+    } else if (section.path == "sft") {
+      section.path = algorithm.name;
+      section.keys.insert(section.keys.end(), algorithm.extra_keys.begin(), algorithm.extra_keys.end());
+    }
+  }
+  return sections;
+}
+
 const std::vector<CheckedSection>& checked_config_sections() {
   static const std::vector<CheckedSection> sections = {
       {"", {"sft", "policy", "data", "logger", "checkpointing", "cluster"}},
@@ -248,10 +263,16 @@ const std::vector<std::string>& checkpoint_metric_names() {
   return names;
 }
 
-TrainOptions train_options_from(const Config& c) {
+TrainOptions train_options_from(const Config& c, const AlgorithmSection& algorithm) {
   TrainOptions o;
-  check_keys(c.sub("sft"), "sft");
-  check_plain_sections(c);
+  const std::vector<CheckedSection> sections = checked_config_sections(algorithm);
+  const std::string& a = algorithm.name;
+  auto key = [&](const char* name) { return a + "." + name; };
+  const auto section = [&](const std::string& path) -> const CheckedSection& {
+    return *std::find_if(sections.begin(), sections.end(), [&](const CheckedSection& s) { return s.path == path; });
+  };
+  check_section_keys(c.sub(a), section(a));
+  check_plain_sections(c, section(""));
   o.model_name = c.get<std::string>("policy.model_name");
   o.tokenizer = c.get_or<std::string>("policy.tokenizer.name", o.model_name);
   if (c.get_or<std::optional<std::string>>("policy.tokenizer.chat_template", std::nullopt)) {
@@ -264,9 +285,9 @@ TrainOptions train_options_from(const Config& c) {
     throw UsageError(fmt::format("policy.precision: '{}' is not one of float32, bfloat16, float16",
                                  o.precision));
   }
-  o.seed = static_cast<uint64_t>(c.get_or<int64_t>("sft.seed", 42));
-  o.max_num_steps = positive(c, "sft.max_num_steps");
-  o.max_num_epochs = positive(c, "sft.max_num_epochs");
+  o.seed = static_cast<uint64_t>(c.get_or<int64_t>(key("seed"), 42));
+  o.max_num_steps = positive(c, key("max_num_steps"));
+  o.max_num_epochs = positive(c, key("max_num_epochs"));
   o.global_batch_size = positive(c, "policy.train_global_batch_size");
   o.micro_batch_size = positive(c, "policy.train_micro_batch_size");
   o.max_seq_len = positive(c, "policy.max_total_sequence_length");
@@ -290,13 +311,13 @@ TrainOptions train_options_from(const Config& c) {
   const Config* sched = c.find("policy.scheduler");
   o.lr_schedule = lr_schedule_from(sched ? *sched : Config::null(), o.adamw.lr);
 
-  o.val_period = c.get_or<int64_t>("sft.val_period", 0);
-  if (o.val_period < 0) throw UsageError("sft.val_period must be >= 0 (0: no validation)");
-  o.val_batches = c.get_or<int64_t>("sft.val_batches", 0);
-  o.val_global_batch_size = c.get_or<int64_t>("sft.val_global_batch_size", o.global_batch_size);
-  o.val_micro_batch_size = c.get_or<int64_t>("sft.val_micro_batch_size", o.micro_batch_size);
-  o.val_at_start = c.get_or<bool>("sft.val_at_start", false);
-  o.val_at_end = c.get_or<bool>("sft.val_at_end", false);
+  o.val_period = c.get_or<int64_t>(key("val_period"), 0);
+  if (o.val_period < 0) throw UsageError(fmt::format("{} must be >= 0 (0: no validation)", key("val_period")));
+  o.val_batches = c.get_or<int64_t>(key("val_batches"), 0);
+  o.val_global_batch_size = c.get_or<int64_t>(key("val_global_batch_size"), o.global_batch_size);
+  o.val_micro_batch_size = c.get_or<int64_t>(key("val_micro_batch_size"), o.micro_batch_size);
+  o.val_at_start = c.get_or<bool>(key("val_at_start"), false);
+  o.val_at_end = c.get_or<bool>(key("val_at_end"), false);
 
   o.train_data = dataset_from(c.sub("data.train"), "data.train");
   if (const Config* v = c.find("data.validation"); v != nullptr && !v->is_null()) {

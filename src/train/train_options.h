@@ -55,7 +55,27 @@ struct CheckedSection {
   // The dotted name of one of its keys ("sft.seed"; "sft" at the top level).
   std::string key_path(const std::string& key) const { return path.empty() ? key : path + "." + key; }
 };
+// SFT's sections (its algorithm section is "sft").
 const std::vector<CheckedSection>& checked_config_sections();
+
+// The section of a recipe that names its algorithm: "sft", "dpo". It holds
+// the loop's keys (max_num_epochs, max_num_steps, val_period, val_batches,
+// val_global_batch_size, val_micro_batch_size, val_at_start, val_at_end,
+// seed) and the algorithm's own (`extra_keys`, which its parser reads, e.g.
+// policy/dpo_options.h); `top_level_keys` are more top-level sections the
+// algorithm reads (e.g. "loss_fn").
+struct AlgorithmSection {
+  std::string name = "sft";
+  std::vector<std::string> extra_keys;
+  std::vector<std::string> top_level_keys;
+};
+
+// SFT's sections with the algorithm section (and the top level) of `algorithm`.
+std::vector<CheckedSection> checked_config_sections(const AlgorithmSection& algorithm);
+
+// UsageError naming the first key of `node` that `section` does not list,
+// the closest known names and all of them.
+void check_section_keys(const config::Config& node, const CheckedSection& section);
 
 // What checkpointing.metric_name accepts: the metrics the trainer records in
 // every checkpoint (trainer.cpp), in the reference's "<train|val>:<name>" form.
@@ -126,9 +146,10 @@ struct TrainOptions {
   CheckpointOptions checkpoint;
 };
 
-// Reads and checks every key the trainer uses. UsageError naming the key and
-// what to write instead (an unknown optimizer kwarg or sft.* key, a wrong
-// type, a non-positive size).
-TrainOptions train_options_from(const config::Config& config);
+// Reads and checks every key the training loop uses, the loop's keys read
+// from `algorithm`'s section. UsageError naming the key and what to write
+// instead (an unknown optimizer kwarg or sft.* key, a wrong type, a
+// non-positive size).
+TrainOptions train_options_from(const config::Config& config, const AlgorithmSection& algorithm = {});
 
 }  // namespace tessel::train

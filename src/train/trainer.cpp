@@ -13,13 +13,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "data/collate.h"
-#include "data/dataset.h"
-#include "data/sampler.h"
-#include "data/tokenizer.h"
 #include "dist/caller_wait_time.h"
 #include "io/atomic_file.h"
-#include "loss/cross_entropy.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpoint.h"
@@ -29,6 +24,7 @@
 #include "train/memory.h"
 #include "train/progress.h"
 #include "train/resume_point.h"
+#include "train/sft_recipe.h"
 #include "train/tensorboard_writer.h"
 #include "train/train_step.h"
 
@@ -38,142 +34,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-data::Dataset load_split(const DatasetOptions& which, const TrainOptions& o,
-                         const data::Tokenizer* tokenizer, int64_t vocab_size) {
-  data::DatasetOptions d;
-  d.sequence.add_bos = o.add_bos;
-  d.sequence.add_eos = o.add_eos;
-  d.sequence.max_input_seq_length = o.max_input_seq_length;
-  d.split = which.split.empty() ? "train" : which.split;
-  d.seed = o.seed;
-  d.vocab_size = vocab_size;
-  return data::load_dataset(which.name, tokenizer, d);
-}
-
-// Synthetic token ids need no tokenizer, so a run on synthetic data alone
-// loads none: its model directory may lack tokenizer.json and have a
-// vocabulary too small for the byte-level fallback. Null then.
-std::shared_ptr<data::Tokenizer> tokenizer_for(const TrainOptions& o, int64_t vocab) {
-  const bool needed = data::dataset_needs_tokenizer(o.train_data.name) ||
-                      (o.val_data && data::dataset_needs_tokenizer(o.val_data->name));
-  return needed ? data::load_tokenizer(o.tokenizer, vocab) : nullptr;
-}
-
-// How the examples of one micro batch become tensors: one padded example per
-// row (data::collate), or with policy.sequence_packing rows of several
-// documents (data::pack; train_options.h PackingOptions). Packing keeps the
-// micro batch's examples (only their layout changes) and its loss masks:
-// pack() never makes a document's first token a target, so no target crosses
-// a document boundary and the valid-token count equals the padded layout's.
-struct BatchLayout {
-  data::CollateOptions collate;
-  int64_t pack_capacity = 0;  // > 0: packed rows of at most this many tokens
-  data::CollateOptions packed;  // collate, rows also rounded to sequence_length_round
-
-  bool packing() const { return pack_capacity > 0; }
-  data::Batch operator()(const data::Dataset& ds, const std::vector<int64_t>& indices) const {
-    return packing() ? data::pack(ds, indices, pack_capacity, packed)
-                     : data::collate(ds, indices, collate);
-  }
-};
-
-BatchLayout batch_layout(const TrainOptions& o, int64_t pad_id) {
-  BatchLayout l;
-  l.collate.pad_id = pad_id;
-  l.collate.divisible_by = o.seq_len_divisible_by;
-  if (o.packing.enabled) {
-    l.pack_capacity = o.packing.train_mb_tokens;
-    l.packed = l.collate;
-    l.packed.divisible_by = std::lcm(o.seq_len_divisible_by, o.packing.sequence_length_round);
-  }
-  return l;
-}
-
-MicroBatch to_micro_batch(const data::Batch& b, bool packed) {
-  MicroBatch mb;
-  mb.input_ids = b.input_ids;
-  mb.labels = loss::next_token_labels(b.input_ids, b.loss_mask);
-  mb.num_tokens = b.num_tokens;
-  mb.attention_mask = b.attention_mask;
-  if (packed) {  // unpacked rows keep the default positions and plain causal mask
-    mb.position_ids = b.position_ids;
-    mb.document_ids = b.document_ids;
-  }
-  return mb;
-}
-
-std::vector<MicroBatch> collate_step(const data::Dataset& ds,
-                                     const std::vector<std::vector<int64_t>>& micro_indices,
-                                     const BatchLayout& layout) {
-  std::vector<MicroBatch> out;
-  out.reserve(micro_indices.size());
-  for (const auto& idx : micro_indices) {
-    out.push_back(to_micro_batch(layout(ds, idx), layout.packing()));
-  }
-  return out;
-}
-
-// One line on packing: the share of row slots holding real tokens in this
-// rank's micro batches of one step, packed and as padded rows would be.
-std::string packing_summary(const data::Dataset& ds,
-                            const std::vector<std::vector<int64_t>>& micro_indices,
-                            const std::vector<MicroBatch>& batches, const BatchLayout& layout) {
-  int64_t real = 0, packed_slots = 0, padded_slots = 0, rows = 0;
-  for (std::size_t i = 0; i < batches.size(); ++i) {
-    real += batches[i].num_tokens;
-    packed_slots += batches[i].input_ids.numel();
-    rows += batches[i].input_ids.size(0);
-    int64_t longest = 0;
-    for (int64_t index : micro_indices[i]) longest = std::max(longest, ds[index].size());
-    const int64_t d = layout.collate.divisible_by;
-    padded_slots += static_cast<int64_t>(micro_indices[i].size()) * ((longest + d - 1) / d * d);
-  }
-  auto pct = [&](int64_t slots) {
-    return slots > 0 ? 100.0 * static_cast<double>(real) / static_cast<double>(slots) : 0.0;
-  };
-  return fmt::format(
-      "packing efficiency {:.1f}% ({} tokens in {} rows, {} slots; padded rows: {:.1f}% of {} "
-      "slots)",
-      pct(packed_slots), real, rows, packed_slots, pct(padded_slots), padded_slots);
-}
-
-// Validation over the first val_batches global batches of the validation
-// set, in file order (the same rows every time, so values are comparable).
-class Validator {
- public:
-  Validator(data::Dataset dataset, const TrainOptions& o, const dist::DeviceMesh& mesh,
-            BatchLayout collate)
-      : dataset_(std::move(dataset)), collate_(collate) {
-    options_.global_batch_size = o.val_global_batch_size;
-    options_.micro_batch_size = o.val_micro_batch_size;
-    options_.dp_size = mesh.layout().dp_size();
-    options_.dp_rank = mesh.coordinate("dp");
-    options_.seed = o.seed;
-    options_.shuffle = false;
-    // Constructing checks the batch sizes against the set up front.
-    const data::DistributedSampler probe(dataset_.size(), options_);
-    num_batches_ = o.val_batches > 0 ? std::min(o.val_batches, probe.steps_per_epoch())
-                                     : probe.steps_per_epoch();
-  }
-
-  EvalResult run(ShardedModel& model, const dist::DeviceMesh& mesh) const {
-    data::DistributedSampler sampler(dataset_.size(), options_);
-    std::vector<MicroBatch> batches;
-    for (int64_t b = 0; b < num_batches_; ++b) {
-      for (auto& mb : collate_step(dataset_, sampler.next_step(), collate_)) {
-        batches.push_back(std::move(mb));
-      }
-    }
-    return evaluate(model, mesh, batches);
-  }
-
- private:
-  data::Dataset dataset_;
-  BatchLayout collate_;
-  data::SamplerOptions options_;
-  int64_t num_batches_ = 0;
-};
 
 // What a checkpoint of step `m.step` records for checkpointing.metric_name
 // (checkpoint_metric_names()). As in the reference, only a validation run at
@@ -200,10 +60,9 @@ bool broadcast_flag(dist::Communicator& world, bool value) {
 
 }  // namespace
 
-TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
-                  const RunOptions& run) {
+TrainResult run_training(const config::Config& config, const TrainOptions& o, const dist::DeviceMesh& mesh,
+                         Recipe& recipe, const RunOptions& run) {
   const auto job_start = Clock::now();  // checkpointing.checkpoint_must_save_by counts from here
-  const TrainOptions o = train_options_from(config);
   const bool rank0 = mesh.world()->rank() == 0;
   const bool speak = rank0 && !run.quiet;
 
@@ -211,60 +70,28 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   const config::ParallelismConfig parallelism = config::parallelism_from(config);
   ShardedModel sharded = setup_model(o, mesh, parallelism);
   const MemoryReport after_setup = memory_report(*mesh.world());
-  const int64_t vocab = sharded.model->config().vocab_size;
-  const auto tokenizer = tokenizer_for(o, vocab);
-  data::Dataset train_set = load_split(o.train_data, o, tokenizer.get(), vocab);
-  // Without a tokenizer (synthetic data) padding is only rounding up to
-  // make_sequence_length_divisible_by; padded positions are never targets,
-  // so any id serves.
-  const BatchLayout collate = batch_layout(o, tokenizer ? tokenizer->pad_id() : 0);
+  recipe.setup(sharded, mesh);
 
-  data::SamplerOptions sampler_options;
-  sampler_options.global_batch_size = o.global_batch_size;
-  sampler_options.micro_batch_size = o.micro_batch_size;
-  sampler_options.dp_size = mesh.layout().dp_size();
-  sampler_options.dp_rank = mesh.coordinate("dp");
-  sampler_options.seed = o.seed;
-  sampler_options.shuffle = o.shuffle;
-  data::DistributedSampler sampler(train_set.size(), sampler_options);
-
-  const bool want_val = o.val_data && (o.val_period > 0 || o.val_at_start || o.val_at_end);
-  std::optional<Validator> validator;
-  if (want_val) {
-    validator.emplace(load_split(*o.val_data, o, tokenizer.get(), vocab), o, mesh, collate);
-  }
-
-  const int64_t total_steps =
-      std::min(o.max_num_steps, o.max_num_epochs * sampler.steps_per_epoch());
+  const int64_t total_steps = std::min(o.max_num_steps, o.max_num_epochs * recipe.steps_per_epoch());
   const int64_t num_params = global_parameter_count(sharded);
   optim::AdamW optimizer(sharded.params, o.adamw);
   std::vector<StepMetrics> steps;
   std::vector<ValMetrics> validations;
 
   if (rank0) {
-    log::info("model {} ({} parameters), tokenizer {}", o.model_name, num_params,
-              tokenizer ? tokenizer->describe() : "none (synthetic token ids)");
+    log::info("{}: model {} ({} parameters)", recipe.name(), o.model_name, num_params);
     log::info("mesh {}; dp size {}", mesh.layout().describe(), mesh.layout().dp_size());
     log::info("{}", setup_memory_line(sharded, after_setup));
-    log::info("data '{}': {} examples, {} steps per epoch; global batch {} = micro batch {} x "
-              "accumulation {} x dp {}; training {} steps",
-              o.train_data.name, train_set.size(), sampler.steps_per_epoch(),
-              o.global_batch_size, o.micro_batch_size, sampler.accumulation_steps(),
-              mesh.layout().dp_size(), total_steps);
-    if (collate.packing()) {
-      log::info("sequence packing on: each micro batch's examples are packed ({}, run as first-fit "
-                "decreasing) into rows of at most {} tokens, padded to a multiple of {}; attention "
-                "stays within each example",
-                o.packing.algorithm, collate.pack_capacity, collate.packed.divisible_by);
-    }
+    for (const auto& line : recipe.describe(mesh)) log::info("{}", line);
+    log::info("training {} steps", total_steps);
   }
   // Resume from the latest complete checkpoint, as the reference does when
   // checkpointing is enabled and its directory already holds one (or from
   // checkpointing.resume_from); one step for all ranks, its files checked.
   int64_t start_step = 0;
   if (const auto from = resume_point(o.checkpoint, *mesh.world())) {
-    const CheckpointInfo info = load_checkpoint(*from, sharded, &optimizer);
-    sampler.load_state(info.sampler);
+    const CheckpointInfo info = load_checkpoint(*from, sharded, &optimizer, recipe.checkpoint_shards());
+    recipe.load_data_state(info.sampler);
     start_step = info.step;
     if (rank0) log::info("resumed from {} (step {})", from->string(), start_step);
   }
@@ -282,13 +109,13 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   }
   if (speak) {
     const bool interactive = run.interactive.value_or(Progress::is_terminal(run.progress_out));
-    progress =
-        std::make_unique<Progress>(run.progress_out, total_steps, interactive, start_step);
+    progress = std::make_unique<Progress>(run.progress_out, total_steps, interactive, start_step,
+                                          recipe.shown_metrics());
   }
 
   auto validate = [&](int64_t step) {
-    const EvalResult r = validator->run(sharded, mesh);
-    ValMetrics v{step, r.loss, r.valid_tokens};
+    const EvalResult r = recipe.validate(sharded, mesh);
+    ValMetrics v{step, r.loss, r.valid_tokens, r.metrics};
     validations.push_back(v);
     if (metrics) metrics->write(v);
     if (tensorboard) tensorboard->write(v);
@@ -298,21 +125,17 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
   const KeepPolicy keep{o.checkpoint.keep_top_k, o.checkpoint.metric_name,
                         o.checkpoint.higher_is_better};
   bool warned_no_metric = false;
-  if (validator && o.val_at_start) validate(start_step);
+  const bool validates = recipe.validates();
+  if (validates && o.val_at_start) validate(start_step);
   const auto run_start = Clock::now();
   int64_t run_tokens = 0;
   for (int64_t step = start_step; step < total_steps; ++step) {
     const auto t0 = Clock::now();
     const GroupBytes sent_before = sent_bytes(mesh);
-    const auto micro_indices = sampler.next_step();
-    const auto batches = collate_step(train_set, micro_indices, collate);
-    if (rank0 && collate.packing() && step == start_step) {
-      log::info("step {} (rank 0's micro batches): {}", step + 1,
-                packing_summary(train_set, micro_indices, batches, collate));
-    }
+    const auto batches = recipe.next_step(sharded, mesh, step);
     const double lr = optim::lr_at(o.lr_schedule, step);
     const double waited_before = dist::caller_wait_seconds();
-    const StepResult r = train_step(sharded, optimizer, mesh, batches, lr, o.max_grad_norm);
+    const StepResult r = train_step(sharded, optimizer, mesh, batches, recipe.objective(), lr, o.max_grad_norm);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     const double waited = dist::caller_wait_seconds() - waited_before;
     const GroupBytes sent = difference(sent_bytes(mesh), sent_before);  // the step's own collectives
@@ -328,6 +151,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     m.step_time_s = seconds;
     m.tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0.0;
     m.comm_wait_s = waited;
+    m.objective_metrics = r.metrics;
     // checkpoint_must_save_by: once the time is up the run saves and ends
     // after this step. Rank 0's clock decides for every rank (clocks and
     // step ends differ slightly; all ranks must stop at the same step).
@@ -366,24 +190,24 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
                               r.loss, m.step));
     }
     // val_at_end validates before the last save, so that checkpoint records its val loss.
-    if (validator &&
-        ((o.val_period > 0 && (step + 1) % o.val_period == 0) || (last && o.val_at_end))) {
+    if (validates && ((o.val_period > 0 && (step + 1) % o.val_period == 0) || (last && o.val_at_end))) {
       validate(step + 1);
     }
     if (o.checkpoint.enabled &&
         ((o.checkpoint.save_period > 0 && (step + 1) % o.checkpoint.save_period == 0) || last)) {
-      const CheckpointInfo info{step + 1, sampler.state(), checkpoint_metrics(m, validations)};
+      const CheckpointInfo info{step + 1, recipe.data_state(), checkpoint_metrics(m, validations)};
       if (keep.top_k > 0 && !keep.metric_name.empty() &&
           info.metrics.count(keep.metric_name) == 0 && !warned_no_metric && rank0) {
         log::warn(
             "checkpoint of step {} has no {} (no validation at that step): keep_top_k ranks it "
-            "below the checkpoints that have one; align sft.val_period with "
+            "below the checkpoints that have one; align {}.val_period with "
             "checkpointing.save_period",
-            info.step, keep.metric_name);
+            info.step, keep.metric_name, recipe.name());
         warned_no_metric = true;
       }
-      save_checkpoint(o.checkpoint.dir, info, sharded,
-                      o.checkpoint.save_optimizer ? &optimizer : nullptr, mesh, config, keep);
+      const ShardSets* extra = recipe.checkpoint_shards();
+      save_checkpoint(o.checkpoint.dir, info, sharded, o.checkpoint.save_optimizer ? &optimizer : nullptr, mesh,
+                      config, keep, extra ? *extra : ShardSets{});
     }
     if (time_is_up) {
       if (rank0) {
@@ -397,7 +221,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
     }
   }
   // A resumed run that had already finished still validates at the end.
-  if (validator && o.val_at_end && start_step >= total_steps) validate(total_steps);
+  if (validates && o.val_at_end && start_step >= total_steps) validate(total_steps);
   const double total_s = std::chrono::duration<double>(Clock::now() - run_start).count();
   {
     // Everything the mesh's collectives sent since it was made (setup and
@@ -410,7 +234,7 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
 
   if (rank0 && run.write_logs) {
     LossCurve curve;
-    curve.title = fmt::format("{} on {} ({})", o.model_name, o.train_data.name,
+    curve.title = fmt::format("{} {} on {} ({})", recipe.name(), o.model_name, o.train_data.name,
                               mesh.layout().describe());
     for (const auto& s : steps) curve.train.emplace_back(s.step, s.loss);
     for (const auto& v : validations) curve.val.emplace_back(v.step, v.loss);
@@ -448,6 +272,12 @@ TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
         run.write_logs ? fmt::format("; logs in {}", o.log_dir) : std::string()));
   }
   return TrainResult{std::move(steps), std::move(validations), total_steps, std::move(sharded)};
+}
+
+TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh, const RunOptions& run) {
+  const TrainOptions o = train_options_from(config);
+  SftRecipe recipe(o);
+  return run_training(config, o, mesh, recipe, run);
 }
 
 }  // namespace tessel::train

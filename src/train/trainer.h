@@ -1,12 +1,14 @@
-// The training loop of `tessel train` (SPEC 6), as a library call so tests
-// drive exactly what the CLI runs. From a resolved config and a device mesh
-// it builds the model and data, shards the model (model_setup.h), runs
-// max_num_steps optimizer steps (train_step.h) with the LR schedule, validates
-// every sft.val_period steps, and reports: progress on stdout, metrics.jsonl,
-// config.yaml, loss_curve.svg and (logger.tensorboard_enabled) TensorBoard
-// event files under logger.log_dir (rank 0 only).
+// The training loop every algorithm shares (SPEC 6), as a library call so
+// tests drive exactly what the CLI runs: from a resolved config and a device
+// mesh it builds and shards the model (model_setup.h), lets the algorithm's
+// recipe (recipe.h: SFT, DPO) load its data, runs max_num_steps optimizer
+// steps of the recipe's objective (train_step.h) with the LR schedule,
+// validates every <algorithm>.val_period steps, checkpoints and resumes, and
+// reports: progress on stdout, metrics.jsonl, config.yaml, loss_curve.svg and
+// (logger.tensorboard_enabled) TensorBoard event files under logger.log_dir
+// (rank 0 only). train() is `tessel train`: the SFT recipe.
 //
-// Collective over the mesh: every rank calls train() with the same config.
+// Collective over the mesh: every rank calls it with the same config.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "dist/device_mesh.h"
 #include "train/metrics.h"
 #include "train/model_setup.h"
+#include "train/recipe.h"
 #include "train/train_options.h"
 
 namespace tessel::train {
@@ -36,6 +39,12 @@ struct TrainResult {
   ShardedModel model;                  // the trained (sharded) model
 };
 
+// `options` is what train_options_from made of `config` for the recipe's
+// algorithm section.
+TrainResult run_training(const config::Config& config, const TrainOptions& options, const dist::DeviceMesh& mesh,
+                         Recipe& recipe, const RunOptions& run = {});
+
+// SFT (train/sft_recipe.h) on the config's sft.*, policy.* and data.*.
 TrainResult train(const config::Config& config, const dist::DeviceMesh& mesh,
                   const RunOptions& run = {});
 

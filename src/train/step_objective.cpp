@@ -1,0 +1,62 @@
+#include "train/step_objective.h"
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+
+namespace tessel::train {
+
+void MetricSums::add(const std::string& name, double value) {
+  for (auto& [key, sum] : sums_) {
+    if (key == name) {
+      sum += value;
+      return;
+    }
+  }
+  sums_.emplace_back(name, value);
+}
+
+Metrics MetricSums::take() {
+  Metrics out = std::move(sums_);
+  sums_.clear();
+  return out;
+}
+
+std::vector<double> sum_over_dp_cp(const dist::DeviceMesh& mesh, const std::vector<double>& local) {
+  const auto& group = mesh.group("dp_cp");
+  const auto n = static_cast<int64_t>(local.size());
+  std::vector<double> out(local.size(), 0.0);
+  if (n == 0) return out;
+  const auto mine = at::tensor(local, at::kDouble);
+  auto all = at::zeros({group->size() * n}, at::kDouble);
+  group->all_gather_into(all, mine);
+  const double* data = all.data_ptr<double>();
+  for (int r = 0; r < group->size(); ++r) {
+    for (int64_t i = 0; i < n; ++i) out[i] += data[r * n + i];
+  }
+  return out;
+}
+
+Metrics sum_over_dp_cp(const dist::DeviceMesh& mesh, Metrics local) {
+  std::vector<double> values;
+  values.reserve(local.size());
+  for (const auto& [name, v] : local) values.push_back(v);
+  const std::vector<double> global = sum_over_dp_cp(mesh, values);
+  for (size_t i = 0; i < local.size(); ++i) local[i].second = global[i];
+  return local;
+}
+
+std::vector<int64_t> sum_over_dp(const dist::DeviceMesh& mesh, const std::vector<int64_t>& local) {
+  auto counts = at::tensor(local, at::kLong);
+  mesh.group("dp")->all_reduce(counts);
+  return std::vector<int64_t>(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
+}
+
+double metric(const Metrics& metrics, const std::string& name) {
+  for (const auto& [key, value] : metrics) {
+    if (key == name) return value;
+  }
+  throw Error("no metric named '" + name + "'");
+}
+
+}  // namespace tessel::train
