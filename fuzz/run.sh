@@ -11,8 +11,15 @@ cd "$root"
 seconds=${1:-10}
 shift || true
 source scripts/env.sh
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -- -j"$(nproc)" >/dev/null
+# The build's own output is kept out of the way, and shown when it fails.
+build_log=$(mktemp)
+if ! { cmake --preset fuzz && cmake --build --preset fuzz -- -j"$(nproc)"; } >"$build_log" 2>&1; then
+  echo "fuzz build failed; its last lines:" >&2
+  grep -v '^\[[0-9]*/[0-9]*\] ' "$build_log" | tail -40 >&2
+  rm -f "$build_log"
+  exit 1
+fi
+rm -f "$build_log"
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
   targets=(safetensors_header model_config yaml_config jsonl_dataset tokenizer_json plan_yaml python_plan
