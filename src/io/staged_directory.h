@@ -2,7 +2,7 @@
 // name beside its final one (<parent>/.<name>.partial) and renamed into place
 // once complete, so a crash or an error mid-way never leaves something that
 // looks like a finished result at the final name. How Hugging Face exports
-// are written (`tessel convert`, checkpointing.consolidated_dir). The final
+// are written (`tessel convert`, checkpointing.save_consolidated). The final
 // directory must be new: an existing one with entries is refused rather than
 // merged into or replaced, so an export never mixes with or destroys other files.
 #pragma once
