@@ -11,6 +11,8 @@
 // equal transformers' for the same weights in the export's dtype; config.json
 // says that dtype; the index lists every tensor once with HF's file names and
 // total size; the tokenizer and generation files are the model's, byte for byte.
+// A run with checkpointing.save_consolidated leaves that directory in each
+// saved step, holding the step's checkpointed parameters.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -24,19 +26,23 @@
 #include <vector>
 
 #include "config/parallelism_config.h"
+#include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
 #include "io/safetensors_file.h"
 #include "models/golden_data.h"
 #include "models/pretrained.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_manifest.h"
 #include "train/hf_export.h"
 #include "train/layout_parity.h"
 #include "train/model_files.h"
 #include "train/model_setup.h"
 #include "train/moe_parity.h"
+#include "train/mpi/memory_testing.h"
 #include "train/train_fixture.h"
 #include "train/train_options.h"
+#include "train/trainer.h"
 
 namespace tessel::train {
 namespace {
@@ -209,6 +215,46 @@ TEST_F(HfExport, CheckpointsOfEveryLayoutExportAsTheModelTransformersComputes) {
     }
     dist::world()->barrier();
   }
+}
+
+TEST_F(HfExport, TrainingWritesTheHfDirectoryWithEachCheckpoint) {
+  // checkpointing.save_consolidated: steps 2 and 4 of a TP 2 x FSDP 2 run each
+  // hold consolidated/, bfloat16 in shards, whose tensors are that step's
+  // checkpointed parameters rounded to bfloat16.
+  const fs::path ckpt = shared_ / "run";
+  const std::vector<std::string> o = {"sft.max_num_steps=4", "checkpointing.enabled=true",
+                                      "checkpointing.save_period=2", "checkpointing.keep_top_k=null",
+                                      "checkpointing.checkpoint_dir='" + ckpt.string() + "'",
+                                      "checkpointing.save_consolidated=true", "checkpointing.consolidated_dtype=bfloat16",
+                                      "checkpointing.consolidated_max_shard_size=100KB",
+                                      "policy.dtensor_cfg.tensor_parallel_size=2", "policy.train_micro_batch_size=2"};
+  train(make_config(o), testing::mesh_for(testing::kLayouts[1]), testing::quiet());
+  if (rank0()) {
+    for (int step : {2, 4}) {
+      const fs::path hf = checkpoint_step_dir(ckpt, step) / kConsolidatedDirName;
+      SCOPED_TRACE(hf.string());
+      const json index = json::parse(read_bytes(hf / "model.safetensors.index.json"));
+      EXPECT_EQ(json::parse(read_bytes(hf / "config.json"))["torch_dtype"], "bfloat16");
+      std::map<std::string, io::SafetensorsFile> files;
+      for (const auto& [name, file] : index["weight_map"].items()) {
+        const std::string f = file.get<std::string>();
+        if (!files.contains(f)) files.emplace(f, io::SafetensorsFile::open(hf / f));
+      }
+      size_t tensors = 0;
+      for (const auto& [name, full] : load_full_tensors(checkpoint_step_dir(ckpt, step))) {
+        ASSERT_TRUE(index["weight_map"].contains(name)) << name;
+        const at::Tensor got = files.at(index["weight_map"][name].get<std::string>()).load(name);
+        EXPECT_EQ(got.scalar_type(), at::kBFloat16) << name;
+        EXPECT_TRUE(got.equal(full.to(at::kBFloat16))) << name;
+        ++tensors;
+      }
+      EXPECT_EQ(tensors, index["weight_map"].size());
+      // The checkpoint is still whole and resumable beside it.
+      EXPECT_NO_THROW(verify_checkpoint(checkpoint_step_dir(ckpt, step)));
+    }
+  }
+  EXPECT_THROW(train_options_from(make_config({"checkpointing.enabled=false", "checkpointing.save_consolidated=true"})),
+               UsageError);
 }
 
 }  // namespace
