@@ -35,6 +35,7 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_manifest.h"
 #include "train/hf_export.h"
+#include "train/memory.h"
 #include "train/layout_parity.h"
 #include "train/model_files.h"
 #include "train/model_setup.h"
@@ -255,6 +256,40 @@ TEST_F(HfExport, TrainingWritesTheHfDirectoryWithEachCheckpoint) {
   }
   EXPECT_THROW(train_options_from(make_config({"checkpointing.enabled=false", "checkpointing.save_consolidated=true"})),
                UsageError);
+}
+
+TEST_F(HfExport, WritingFromTheRanksAddsAtMostOneParameterPerRank) {
+  // A 0.67 GB qwen2 model on FSDP 4: each rank holds 168 MB of shards; a
+  // rank that gathered the model, or its largest parameter (the tied
+  // embedding, 131 MB) and a few layers, would pass the bound. Each rank's
+  // growth is its own VmHWM above its VmRSS before the export, the
+  // high-water mark reset first (/proc/self/clear_refs).
+  const std::string config_json = R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+    "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 12, "num_attention_heads": 16,
+    "num_key_value_heads": 4, "vocab_size": 32000, "tie_word_embeddings": true, "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0, "max_position_embeddings": 4096, "hidden_act": "silu", "torch_dtype": "float32"})";
+  const fs::path model = shared_ / "large";
+  if (rank0()) models::save_initialized(models::parse_model_config(config_json, "test config"), 3, at::kFloat, model);
+  dist::world()->barrier();
+  const config::Config config = make_config({"policy.model_name='" + model.string() + "'"});
+  const dist::DeviceMesh mesh = testing::mesh_for(testing::kLayouts[0]);
+  ShardedModel sharded = setup_model(train_options_from(config), mesh, config::parallelism_from(config));
+  const int64_t largest = int64_t{32000} * 1024 * 4;
+  std::ofstream reset("/proc/self/clear_refs");
+  reset << "5" << std::flush;
+  if (!reset) GTEST_SKIP() << "this kernel does not reset VmHWM through /proc/self/clear_refs";
+  const int64_t before = current_rss_bytes();
+  HfExportOptions bf16;  // converted on the way: the writer's staging counts
+  bf16.dtype = at::kBFloat16;
+  export_sharded_model(sharded, mesh, shared_ / "large_hf", bf16, {});
+  const int64_t growth = peak_rss_bytes() - before;
+  std::printf("rank %d: the export from the ranks raised VmHWM %.1f MiB above VmRSS %.1f MiB\n", dist::world()->rank(),
+              static_cast<double>(growth) / (1 << 20), static_cast<double>(before) / (1 << 20));
+  EXPECT_LE(growth, largest + (int64_t{256} << 20));
+  dist::world()->barrier();
+  if (rank0()) {
+    EXPECT_TRUE(fs::is_regular_file(shared_ / "large_hf" / "model.safetensors"));
+  }
 }
 
 }  // namespace
