@@ -38,6 +38,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from golden_files import write_or_check  # noqa: E402
+
 OUT = os.path.join(HERE, "export")
 # Tied embeddings (llama_tied, qwen2), q/k/v biases (qwen2), mixture of experts
 # (qwen3_moe with a dense middle layer, mixtral).
@@ -125,22 +128,7 @@ def main():
     torch.set_num_threads(1)
     if args.check_export:
         return check_export(*args.check_export)
-    files = generate()
-    bad = []
-    for name, data in files.items():
-        path = os.path.join(OUT, name)
-        if args.check:
-            if not os.path.exists(path) or open(path, "rb").read() != data:
-                bad.append(path)
-            continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(data)
-        print(f"wrote {path} ({len(data) // 1024} KiB)")
-    for path in bad:
-        print(f"differs: {path}")
-    return 1 if bad else 0
-
+    return write_or_check(OUT, generate(), args.check)
 
 if __name__ == "__main__":
     sys.exit(main())
