@@ -7,9 +7,9 @@ weights is the same model to transformers' eyes.
 
 Writes tests/golden/export/:
     <case>.json        per case: the golden tokens and the logits of
-                       AutoModelForCausalLM.from_pretrained(<case>, torch_dtype=D)
-                       run in float32 (weights rounded to D by transformers,
-                       then widened), for D = float32 and bfloat16
+                       AutoModelForCausalLM.from_pretrained(<case>) run in
+                       float32 with every parameter rounded to D (torch's
+                       round to nearest even), for D = float32 and bfloat16
     model_files/       a tokenizer trained here by HF `tokenizers` (byte-level
                        BPE, an added special token) as an HF model directory
                        holds it: tokenizer.json, tokenizer_config.json,
@@ -42,25 +42,32 @@ sys.path.insert(0, HERE)
 from golden_files import write_or_check  # noqa: E402
 
 OUT = os.path.join(HERE, "export")
-# Tied embeddings (llama_tied, qwen2), q/k/v biases (qwen2), mixture of experts
-# (qwen3_moe with a dense middle layer, mixtral).
-CASES = ["llama_tied", "qwen2", "qwen3_moe", "mixtral"]
+# Every family: tied embeddings (llama_tied, qwen2, gemma3), q/k/v biases (qwen2),
+# mixture of experts (qwen3_moe with a dense middle layer, mixtral), a sliding
+# window (mistral), q/k norms (qwen3, gemma3).
+CASES = ["llama_tied", "qwen2", "qwen3_moe", "mixtral", "mistral", "qwen3", "gemma3"]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 TOKENIZER_TEXTS = ["What is 3 plus 4?", "  spaces\tand\ttabs  ", "naïve café ✓ 12345", "<|end|>done"]
 
 
 def logits_of(model_dir, dtype, tokens):
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype, attn_implementation="eager")
-    model = model.to(torch.float32).eval()
+    """The model's logits in float32 with its parameters rounded to `dtype`.
+    Rounded here rather than by from_pretrained(torch_dtype=bfloat16), which
+    also rounds derived buffers (Gemma3's embedding scale sqrt(hidden)) that
+    are no part of the weights an export holds."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="eager")
+    model.eval()
     with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(dtype).to(torch.float32))
         return model(torch.tensor(tokens)).logits
 
 
 def case_golden(case):
     golden = json.load(open(os.path.join(HERE, case, "golden.json")))
     tokens = golden["tokens"]
-    out = {"case": case, "generator": "generate_export.py: transformers from_pretrained(torch_dtype), "
-                                      "run in float32", "tokens": tokens}
+    out = {"case": case, "generator": "generate_export.py: transformers from_pretrained, parameters rounded "
+                                      "to the dtype, run in float32", "tokens": tokens}
     for name, dtype in DTYPES.items():
         out[f"logits_{name}"] = [[[float(f"{v:.9g}") for v in row] for row in seq]
                                  for seq in logits_of(os.path.join(HERE, case), dtype, tokens).tolist()]
@@ -106,7 +113,7 @@ def check_export(export_dir, case):
     golden = json.load(open(os.path.join(OUT, f"{case}.json")))
     config = json.load(open(os.path.join(export_dir, "config.json")))
     dtype = config["torch_dtype"]
-    got = logits_of(export_dir, DTYPES[dtype], golden["tokens"])
+    got = logits_of(export_dir, DTYPES[dtype], golden["tokens"])  # already rounded: unchanged
     want = torch.tensor(golden[f"logits_{dtype}"])
     diff = (got - want).abs().max().item()
     print(f"{export_dir}: transformers loads it ({dtype}); logits differ from {case}.json by at most {diff:.3g}")

@@ -1,7 +1,7 @@
 // Hugging Face exports (train/hf_export.h) of models laid out over 4 ranks,
 // checked against what transformers itself computes (tests/golden/export,
-// generate_export.py): the golden models of tests/golden (tied embeddings,
-// q/k/v biases, mixture of experts) are loaded from an HF directory that also
+// generate_export.py): the golden models of tests/golden (every family: tied
+// embeddings, q/k/v biases, mixture of experts, windows, q/k norms) are loaded from an HF directory that also
 // holds a tokenizer and a generation config, laid out on FSDP 4, TP 2 x FSDP 2
 // or EP 2 x FSDP 2, and
 //   - saved as a checkpoint, then exported by `tessel convert`'s function in
@@ -67,6 +67,8 @@ const Case kCases[] = {
     {"llama_tied", "FSDP 4"},          {"llama_tied", "TP 2 x FSDP 2", 2},
     {"qwen2", "TP 2 x FSDP 2", 2},     {"qwen3_moe", "FSDP 4"},
     {"qwen3_moe", "EP 2 x FSDP 2", 1, 2}, {"mixtral", "EP 2 x FSDP 2", 1, 2},
+    {"mistral", "FSDP 4"},             {"qwen3", "TP 2 x FSDP 2", 2},
+    {"gemma3", "FSDP 4"},
 };
 
 class HfExport : public testing::TrainFixture {
