@@ -5,7 +5,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -21,12 +20,8 @@
 #include "fsdp/state_dict.h"
 #include "io/atomic_file.h"
 #include "io/confined_file.h"
-#include "io/safetensors_file.h"
 #include "io/safetensors_writer.h"
 #include "models/model_config.h"
-#include "models/pretrained.h"
-#include "models/registry.h"
-#include "parallel/param_registry.h"
 #include "tensor/box_map.h"
 #include "train/checkpoint_manifest.h"
 #include "train/checkpoint_metadata.h"
