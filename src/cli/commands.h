@@ -18,7 +18,8 @@ void add_run_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 // `tessel dpo [CONFIG] [overrides] [--nproc N]`: DPO on preference pairs (cli/dpo_command.cpp).
 void add_dpo_command(CLI::App& app);
-// `tessel convert CKPT HF_DIR`: checkpoint -> Hugging Face directory (cli/convert_command.cpp).
+// `tessel convert CKPT HF_DIR [--dtype D] [--max-shard-size S]`: checkpoint ->
+// Hugging Face directory (cli/convert_command.cpp).
 void add_convert_command(CLI::App& app);
 // `tessel init-model PRESET OUT_DIR [--seed N]`: a preset as an HF directory
 // (cli/init_model_command.cpp).
@@ -26,6 +27,9 @@ void add_init_model_command(CLI::App& app);
 // `tessel logits MODEL --tokens 3,10,17 [--json]`: one forward, logits and loss
 // (cli/logits_command.cpp).
 void add_logits_command(CLI::App& app);
+// `tessel tokenize MODEL_DIR --text T [--json]`: ids and pieces under the
+// model's tokenizer.json (cli/tokenize_command.cpp).
+void add_tokenize_command(CLI::App& app);
 // `tessel logprobs MODEL --tokens 3,10,17 [--temperature T] [--json]`: each
 // token's log-probability, on any layout (cli/logprobs_command.cpp).
 void add_logprobs_command(CLI::App& app);

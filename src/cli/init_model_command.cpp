@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/safetensors_dtype.h"
 #include "models/model_config.h"
 #include "models/presets.h"
 #include "models/pretrained.h"
@@ -34,10 +35,11 @@ struct InitModelArgs {
 };
 
 at::ScalarType parse_dtype(const std::string& name) {
-  if (name == "float32") return at::kFloat;
-  if (name == "bfloat16") return at::kBFloat16;
-  if (name == "float16") return at::kHalf;
-  throw UsageError("init-model: --dtype must be float32, bfloat16 or float16, got '" + name + "'");
+  const auto type = io::floating_type_from_torch_name(name);
+  if (!type || *type == at::kDouble) {
+    throw UsageError("init-model: --dtype must be float32, bfloat16 or float16, got '" + name + "'");
+  }
+  return *type;
 }
 
 void run_init_model(InitModelArgs args) {

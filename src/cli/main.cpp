@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   tessel::cli::add_convert_command(app);
   tessel::cli::add_init_model_command(app);
   tessel::cli::add_logits_command(app);
+  tessel::cli::add_tokenize_command(app);
   tessel::cli::add_logprobs_command(app);
   int code = 0;
   try {

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/hf_checkpoint.h"
+#include "io/hf_export_layout.h"
 
 namespace tessel::io {
 namespace {
@@ -17,18 +18,14 @@ uint64_t nbytes(const at::Tensor& t) {
   return static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
 }
 
-// Consecutive runs of tensors, each run within the byte budget where possible.
-std::vector<NamedTensors> split_into_shards(const NamedTensors& tensors, uint64_t max_bytes) {
-  std::vector<NamedTensors> shards(1);
-  uint64_t current = 0;
-  for (const auto& entry : tensors) {
-    const uint64_t bytes = nbytes(entry.second);
-    if (!shards.back().empty() && current + bytes > max_bytes) {
-      shards.emplace_back();
-      current = 0;
-    }
-    shards.back().push_back(entry);
-    current += bytes;
+// save_pretrained's split of the tensors (io/hf_export_layout.h).
+std::vector<NamedTensors> shards_of(const NamedTensors& tensors, uint64_t max_bytes) {
+  std::vector<uint64_t> bytes;
+  for (const auto& entry : tensors) bytes.push_back(nbytes(entry.second));
+  std::vector<NamedTensors> shards;
+  for (const auto& run : split_into_shards(bytes, max_bytes)) {
+    shards.emplace_back();
+    for (size_t i : run) shards.back().push_back(tensors[i]);
   }
   return shards;
 }
@@ -70,7 +67,7 @@ void save_hf_checkpoint(const std::filesystem::path& dir, const NamedTensors& te
   }
 
   const std::map<std::string, std::string> metadata{{"format", "pt"}};
-  const auto shards = split_into_shards(tensors, max_shard_bytes);
+  const auto shards = shards_of(tensors, max_shard_bytes);
   if (shards.size() == 1) {
     save_safetensors(dir / kHfSafetensorsFile, tensors, metadata, produce);
     remove_stale_files(dir, {kHfSafetensorsFile});
@@ -78,23 +75,18 @@ void save_hf_checkpoint(const std::filesystem::path& dir, const NamedTensors& te
   }
 
   std::set<std::string> written{kHfSafetensorsIndexFile};
-  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
-  std::map<std::string, std::string> sorted_map;  // HF writes the weight_map sorted
+  std::map<std::string, std::string> weight_map;  // HF writes the weight_map sorted
   uint64_t total_size = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string file =
-        fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+    const std::string file = shard_file_name(i, shards.size());
     save_safetensors(dir / file, shards[i], metadata, produce);
     written.insert(file);
     for (const auto& [name, tensor] : shards[i]) {
-      sorted_map[name] = file;
+      weight_map[name] = file;
       total_size += nbytes(tensor);
     }
   }
-  for (const auto& [name, file] : sorted_map) weight_map[name] = file;
-  nlohmann::ordered_json index = {{"metadata", {{"total_size", total_size}}},
-                                  {"weight_map", weight_map}};
-  write_file_atomically(dir / kHfSafetensorsIndexFile, index.dump(2) + "\n");
+  write_file_atomically(dir / kHfSafetensorsIndexFile, hf_index_json(total_size, weight_map));
   remove_stale_files(dir, written);
 }
 

@@ -59,4 +59,22 @@ std::string supported_safetensors_dtypes() {
   return out;
 }
 
+std::optional<c10::ScalarType> floating_type_from_torch_name(std::string_view name) {
+  for (const auto type : {c10::ScalarType::Float, c10::ScalarType::BFloat16, c10::ScalarType::Half,
+                          c10::ScalarType::Double}) {
+    if (torch_dtype_name(type) == name) return type;
+  }
+  return std::nullopt;
+}
+
+std::string torch_dtype_name(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float: return "float32";
+    case c10::ScalarType::BFloat16: return "bfloat16";
+    case c10::ScalarType::Half: return "float16";
+    case c10::ScalarType::Double: return "float64";
+    default: return c10::toString(type);
+  }
+}
+
 }  // namespace tessel::io

@@ -27,4 +27,10 @@ int64_t safetensors_itemsize(c10::ScalarType type);
 // "BF16, BOOL, F16, ..." for error messages that list what is accepted.
 std::string supported_safetensors_dtypes();
 
+// The names config.json's "torch_dtype" gives the floating types a model is
+// stored in ("float32", "bfloat16", "float16", "float64"), and back; nullopt
+// for another name. torch_dtype_name of another type is c10's name for it.
+std::optional<c10::ScalarType> floating_type_from_torch_name(std::string_view name);
+std::string torch_dtype_name(c10::ScalarType type);
+
 }  // namespace tessel::io

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <bit>
 #include <numeric>
 #include <set>
@@ -40,6 +41,22 @@ void check_named_tensors(const std::filesystem::path& path, const NamedTensors& 
   }
 }
 
+std::string safetensors_header_bytes(const std::vector<HeaderEntry>& entries,
+                                     const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  for (const auto& e : entries) {
+    header[e.name] = {{"dtype", safetensors_dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {e.begin, e.end}}};
+  }
+  std::string text = header.dump();
+  // HF pads with spaces so the data buffer starts 8-byte aligned.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t length = text.size();
+  std::string out(sizeof(length), '\0');
+  std::memcpy(out.data(), &length, sizeof(length));
+  return out + text;
+}
+
 FileDigest save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                             const std::map<std::string, std::string>& metadata,
                             const TensorProducer& produce) {
@@ -60,22 +77,15 @@ FileDigest save_safetensors(const std::filesystem::path& path, const NamedTensor
     cursor += bytes;
   }
 
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<HeaderEntry> entries;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& [name, t] = tensors[i];
-    header[name] = {{"dtype", safetensors_dtype_name(t.scalar_type())},
-                    {"shape", t.sizes().vec()},
-                    {"data_offsets", {offsets[i].first, offsets[i].second}}};
+    entries.push_back({name, t.scalar_type(), t.sizes().vec(), offsets[i].first, offsets[i].second});
   }
-  std::string text = header.dump();
-  // HF pads with spaces so the data buffer starts 8-byte aligned.
-  text.append((8 - text.size() % 8) % 8, ' ');
-  const uint64_t header_len = text.size();
+  const std::string header = safetensors_header_bytes(entries, metadata);
 
   AtomicFileWriter out(path);
-  out.write(&header_len, sizeof(header_len));
-  out.write(text.data(), text.size());
+  out.write(header.data(), header.size());
   for (size_t i : data_order) {
     const auto& [name, described] = tensors[i];
     at::Tensor data = described;

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +43,22 @@ using TensorProducer = std::function<at::Tensor(const std::string& name, const a
 FileDigest save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                             const std::map<std::string, std::string>& metadata = {},
                             const TensorProducer& produce = {});
+
+// One tensor of a header being written: its data at [begin, end) of the data
+// buffer.
+struct HeaderEntry {
+  std::string name;
+  c10::ScalarType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+// What a safetensors file holds before its data: the 8-byte little-endian
+// length, then the JSON header (entries in the given order, "__metadata__"
+// first unless empty) padded with spaces to a multiple of 8 bytes, as HF pads.
+std::string safetensors_header_bytes(const std::vector<HeaderEntry>& entries,
+                                     const std::map<std::string, std::string>& metadata);
 
 // The checks save_safetensors makes on names and tensors, without writing;
 // `file` names the destination in messages. Lets a multi-file save fail

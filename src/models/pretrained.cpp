@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "io/hf_checkpoint.h"
 #include "io/hf_checkpoint_writer.h"
+#include "io/safetensors_dtype.h"
 #include "models/init.h"
 #include "models/registry.h"
 #include "nn/format.h"
@@ -20,16 +21,6 @@ namespace {
 bool is_derived_buffer(const std::string& name) {
   const std::string suffix = "rotary_emb.inv_freq";
   return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return "float32";
-    case at::kBFloat16: return "bfloat16";
-    case at::kHalf: return "float16";
-    case at::kDouble: return "float64";
-    default: return c10::toString(t);
-  }
 }
 
 }  // namespace
@@ -99,7 +90,7 @@ std::vector<std::pair<std::string, at::Tensor>> hf_state_dict(const CausalLM& mo
 void save_pretrained(const CausalLM& model, const std::filesystem::path& dir, uint64_t max_shard_bytes) {
   auto tensors = hf_state_dict(model);
   ModelConfig config = model.config();
-  if (!tensors.empty()) config.torch_dtype = dtype_name(tensors.front().second.scalar_type());
+  if (!tensors.empty()) config.torch_dtype = io::torch_dtype_name(tensors.front().second.scalar_type());
   io::save_hf_checkpoint(dir, tensors, to_config_json(config), max_shard_bytes);
 }
 
@@ -125,7 +116,7 @@ int64_t save_initialized(const ModelConfig& config, uint64_t seed, at::ScalarTyp
     return values.next(recipe[next++]);
   };
   ModelConfig written = config;
-  written.torch_dtype = dtype_name(dtype);
+  written.torch_dtype = io::torch_dtype_name(dtype);
   io::save_hf_checkpoint(dir, described, to_config_json(written), max_shard_bytes, produce);
   return params;
 }

@@ -5,7 +5,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -21,15 +20,13 @@
 #include "fsdp/state_dict.h"
 #include "io/atomic_file.h"
 #include "io/confined_file.h"
-#include "io/safetensors_file.h"
 #include "io/safetensors_writer.h"
 #include "models/model_config.h"
-#include "models/pretrained.h"
-#include "models/registry.h"
-#include "parallel/param_registry.h"
 #include "tensor/box_map.h"
 #include "train/checkpoint_manifest.h"
 #include "train/checkpoint_metadata.h"
+#include "train/model_files.h"
+#include "train/rank_files.h"
 #include "train/shard_loading.h"
 
 namespace tessel::train {
@@ -114,116 +111,6 @@ void prune(const fs::path& dir, const KeepPolicy& keep) {
   }
 }
 
-struct RankFiles {
-  std::vector<io::SafetensorsFile> files;
-  std::vector<std::map<std::string, int64_t>> offsets;  // per rank: name -> first row of its tp piece
-  std::vector<int> tp_ranks;                            // per rank: its coordinate in the tp group
-  int tp_size = 1;
-  std::map<std::string, parallel::TpParam> tp_sharded;  // the parameters split over tp
-};
-
-// A rank file's header fields (its rows' offsets, its tp coordinate), checked
-// as metadata.json is: they come from the checkpoint too.
-void read_rank_header(const io::SafetensorsFile& file, int tp_size, RankFiles& rf) {
-  const auto& header = file.metadata();
-  const std::string path = file.path().string();
-  const auto it = header.find("dim0_offsets");
-  if (it == header.end()) {
-    throw UsageError(
-        fmt::format("{}: no dim0_offsets in the header: not a tessel checkpoint shard", path));
-  }
-  const json offsets = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  std::map<std::string, int64_t> rows;
-  if (offsets.is_object()) {
-    for (const auto& [name, row] : offsets.items()) {
-      // An unsigned value too large for int64 reads as negative: refused too.
-      if (!row.is_number_integer() || row.get<int64_t>() < 0) break;
-      rows[name] = row.get<int64_t>();
-    }
-  }
-  if (!offsets.is_object() || rows.size() != offsets.size()) {
-    throw UsageError(
-        fmt::format("{}: the header's dim0_offsets is not a JSON object of row offsets: the file "
-                    "is damaged or not a tessel checkpoint shard",
-                    path));
-  }
-  rf.offsets.push_back(std::move(rows));
-  int tp_rank = 0;
-  if (const auto tp = header.find("tp_rank"); tp != header.end()) {
-    const auto [end, ec] =
-        std::from_chars(tp->second.data(), tp->second.data() + tp->second.size(), tp_rank);
-    if (ec != std::errc() || end != tp->second.data() + tp->second.size() || tp_rank < 0 ||
-        tp_rank >= tp_size) {
-      throw UsageError(fmt::format(
-          "{}: the header's tp_rank is '{}', expected 0 to {} (metadata.json's tp_size {})", path,
-          tp->second, tp_size - 1, tp_size));
-    }
-  }
-  rf.tp_ranks.push_back(tp_rank);
-}
-
-RankFiles open_rank_files(const fs::path& step_dir, const CheckpointMetadata& meta) {
-  RankFiles rf;
-  const std::string where = fmt::format("checkpoint {}", step_dir.string());
-  for (int r = 0; r < meta.world_size; ++r) {
-    rf.files.push_back(io::SafetensorsFile::open(
-        io::confined_file(step_dir, fmt::format("rank_{}.safetensors", r), where)));
-    read_rank_header(rf.files.back(), meta.tp_size, rf);
-  }
-  rf.tp_size = meta.tp_size;
-  for (const auto& [name, split] : meta.tp_sharded) {
-    rf.tp_sharded.emplace(
-        name, parallel::TpParam{
-                  tensor::ShardSpec(meta.shapes.at(name),
-                                    {{parallel::kTpMeshDim, tensor::Layout::shard(split.dim)}}),
-                  split.packed_parts, "checkpoint"});
-  }
-  return rf;
-}
-
-// The tensor `kind/name` of `shape` from the rows the ranks of tp coordinate
-// `tp_rank` (any, when negative) hold.
-at::Tensor assemble_rows(const RankFiles& rf, const std::string& kind, const std::string& name,
-                         const std::vector<int64_t>& shape, int tp_rank) {
-  auto full = at::zeros(shape, at::kFloat);
-  const std::string key = kind + "/" + name;
-  bool found = false;
-  for (size_t r = 0; r < rf.files.size(); ++r) {
-    if (tp_rank >= 0 && rf.tp_ranks[r] != tp_rank) continue;
-    if (!rf.files[r].contains(key)) continue;
-    found = true;
-    const at::Tensor part = rf.files[r].load(key);
-    if (part.numel() == 0) continue;
-    if (full.dim() == 0) {
-      full.copy_(part.reshape({}));
-    } else {
-      full.narrow(0, rf.offsets[r].at(name), part.size(0)).copy_(part);
-    }
-  }
-  if (!found) throw Error(fmt::format("checkpoint has no tensor '{}'", key));
-  return full;
-}
-
-// The global tensor `kind/name`: rows from every rank, then, for a parameter
-// the saving run split over tp, the tp pieces joined.
-at::Tensor assemble(const RankFiles& rf, const std::string& kind, const std::string& name,
-                    const std::vector<int64_t>& shape) {
-  const auto it = rf.tp_sharded.find(name);
-  if (it == rf.tp_sharded.end()) return assemble_rows(rf, kind, name, shape, /*tp_rank=*/-1);
-  std::vector<at::Tensor> pieces;
-  for (int t = 0; t < rf.tp_size; ++t) {
-    pieces.push_back(assemble_rows(rf, kind, name, parallel::local_piece_shape(it->second, rf.tp_size, t), t));
-  }
-  return parallel::join_pieces(pieces, it->second);
-}
-
-// Checked whole (train/checkpoint_metadata.h) before any other file of the
-// step is opened.
-CheckpointMetadata read_metadata(const fs::path& step_dir) {
-  const fs::path path =
-      io::confined_file(step_dir, "metadata.json", fmt::format("checkpoint {}", step_dir.string()));
-  return parse_checkpoint_metadata(read_text(path), path.string());
-}
 
 // Test-only fault injection (tests/train/checkpoint_crash_test.cpp,
 // scripts/trials/fault_trials.sh):
@@ -265,14 +152,6 @@ void crash_here_if_asked(int64_t step, int rank, std::string_view point) {
   ::raise(SIGKILL);
 }
 
-fs::path resolve_step_dir(const fs::path& ckpt) {
-  if (fs::is_regular_file(ckpt / "metadata.json")) return ckpt;
-  if (auto latest = latest_checkpoint(ckpt)) return *latest;
-  throw UsageError(fmt::format("{} is not a tessel checkpoint (no metadata.json, and no step_<N> "
-                               "directory inside)",
-                               ckpt.string()));
-}
-
 // Removes what interrupted saves left in `dir` (.step_<N>.tmp being written,
 // .step_<N>.old being replaced). Only one run writes a checkpoint directory,
 // so anything of that shape is dead.
@@ -301,12 +180,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
 
   crash_here_if_asked(info.step, rank, "before_shard");
   const auto index = param_index(*model.model);
-  // Each element is written once: the replicas of HSDP (dp_replicate > 0)
-  // and the tp ranks > 0 of a parameter tp does not split hold copies. An
-  // expert under expert parallelism has no copies: its ep_shard group spans
-  // dp_replicate, so every rank holding it writes its own rows.
-  const bool first_replica = mesh.coordinate("dp_replicate") == 0;
-  const bool first_tp_rank = model.tp_group->rank() == 0;
+  // Each element is written once (writes_its_elements).
   io::NamedTensors tensors;
   json offsets = json::object();
   json shapes = json::object();
@@ -318,9 +192,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
       tp_sharded[name] = {{"dim", tp.spec.placements().at(0).layout.normalized(tp.spec.global_shape().size()).dim()},
                           {"packed_parts", tp.packed_parts}};
     }
-    const bool copy =
-        !model.expert_params.contains(name) && (!first_replica || (!model.tp_sharded(name) && !first_tp_rank));
-    if (copy) continue;
+    if (!writes_its_elements(model, mesh, name)) continue;
     offsets[name] = sp.dim0_offset;
     tensors.emplace_back("model/" + name, sp.local.detach().contiguous());
     if (optimizer != nullptr) {
@@ -357,6 +229,14 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     files["config.json"] =
         io::write_file_atomically(tmp / "config.json", models::to_config_json(model.model->config()));
     files["config.yaml"] = io::write_file_atomically(tmp / "config.yaml", run_config.to_yaml());
+    // The tokenizer and generation files of the run's model travel with the
+    // checkpoint (train/model_files.h).
+    const ModelFileSources sources = model_file_sources(run_config);
+    json carried = json::array();
+    for (auto& [name, digest] : copy_model_files(find_model_files(sources), tmp)) {
+      files[name] = digest;
+      carried.push_back(name);
+    }
     json meta;
     meta["format"] = kCheckpointFormat;
     meta["step"] = info.step;
@@ -372,6 +252,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     meta["shapes"] = shapes;
     meta["tp_size"] = model.tp_group->size();
     meta["tp_sharded"] = tp_sharded;
+    meta["model_files"] = {{"model_dir", sources.model_dir}, {"tokenizer_dir", sources.tokenizer_dir}, {"names", carried}};
     meta["files"] = json::parse(manifest_to_json(files));
     // The commit marker, last: a step directory holding metadata.json holds
     // every file it lists, durably.
@@ -390,6 +271,30 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     prune(dir, keep);
   }
   world->barrier();
+}
+
+bool writes_its_elements(const ShardedModel& model, const dist::DeviceMesh& mesh, const std::string& name) {
+  // The replicas of HSDP (dp_replicate > 0) and the tp ranks > 0 of a
+  // parameter tp does not split hold copies. An expert under expert
+  // parallelism has no copies: its ep_shard group spans dp_replicate, so
+  // every rank holding it writes its own rows.
+  if (model.expert_params.contains(name)) return true;
+  if (mesh.coordinate("dp_replicate") != 0) return false;
+  return model.tp_sharded(name) || model.tp_group->rank() == 0;
+}
+
+CheckpointMetadata read_checkpoint_metadata(const fs::path& step_dir) {
+  const fs::path path =
+      io::confined_file(step_dir, "metadata.json", fmt::format("checkpoint {}", step_dir.string()));
+  return parse_checkpoint_metadata(read_text(path), path.string());
+}
+
+fs::path resolve_checkpoint(const fs::path& ckpt) {
+  if (fs::is_regular_file(ckpt / "metadata.json")) return ckpt;
+  if (auto latest = latest_checkpoint(ckpt)) return *latest;
+  throw UsageError(fmt::format("{} is not a tessel checkpoint (no metadata.json, and no step_<N> "
+                               "directory inside)",
+                               ckpt.string()));
 }
 
 fs::path checkpoint_step_dir(const fs::path& dir, int64_t step) { return dir / step_name(step); }
@@ -419,48 +324,9 @@ std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
   return best->second;
 }
 
-namespace {
-
-// Fills `dst` (this rank's shard of `name`, laid out as `dst_map`) with the
-// elements of `kind/name` the rank files hold: each file's tensor is the
-// saving rank's rows of its tp piece, so its place in the global tensor is
-// known from the file header and the metadata; only the overlaps are read.
-void fill_from_rank_files(const RankFiles& rf, const std::string& kind, const std::string& name,
-                          const std::vector<int64_t>& global_shape, const tensor::BoxMap& dst_map,
-                          const at::Tensor& dst, const fs::path& step_dir) {
-  const std::string key = kind + "/" + name;
-  const auto tp = rf.tp_sharded.find(name);
-  int64_t filled = 0;
-  for (size_t r = 0; r < rf.files.size(); ++r) {
-    const io::SafetensorsFile& file = rf.files[r];
-    if (!file.contains(key)) continue;
-    const tensor::BoxMap piece = tp != rf.tp_sharded.end()
-                                     ? parallel::local_piece_map(tp->second, rf.tp_size, rf.tp_ranks[r])
-                                     : tensor::whole_tensor_map(global_shape);
-    const auto& shape = file.info(key).shape;
-    const tensor::BoxMap src_map =
-        shape.empty() ? piece : tensor::narrow_local_rows(piece, rf.offsets[r].at(name), shape[0]);
-    for (const auto& d : dst_map) {
-      for (const auto& src : src_map) {
-        const auto o = tensor::overlap(d, src);
-        if (!o) continue;
-        file.read_box_into(key, o->src_offset, box_view(dst, o->dst_offset, o->shape));
-        filled += tensor::BoxSegment{o->global_offset, o->dst_offset, o->shape}.numel();
-      }
-    }
-  }
-  if (filled < tensor::map_numel(dst_map)) {
-    throw Error(fmt::format("checkpoint {}: the rank files hold only {} of the {} elements of '{}' this rank needs; "
-                            "a rank file is missing or was not written by this checkpoint's run",
-                            step_dir.string(), filled, tensor::map_numel(dst_map), key));
-  }
-}
-
-}  // namespace
-
 CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
                                optim::AdamW* optimizer, ShardSets* extra) {
-  const CheckpointMetadata meta = read_metadata(step_dir);
+  const CheckpointMetadata meta = read_checkpoint_metadata(step_dir);
   if (extra != nullptr) {
     const auto& kinds = meta.shard_sets;
     for (const auto& [kind, set] : *extra) {
@@ -510,39 +376,16 @@ CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
 
 std::vector<std::pair<std::string, at::Tensor>> load_full_tensors(const fs::path& step_dir,
                                                                   const std::string& kind) {
-  const CheckpointMetadata meta = read_metadata(step_dir);
+  const CheckpointMetadata meta = read_checkpoint_metadata(step_dir);
   const RankFiles rf = open_rank_files(step_dir, meta);
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& [name, shape] : meta.shapes)
-    out.emplace_back(name, assemble(rf, kind, name, shape));
+  for (const auto& [name, shape] : meta.shapes) {
+    at::Tensor full = at::empty(shape, at::kFloat);
+    fill_from_rank_files(rf, kind, name, shape, tensor::whole_tensor_map(shape), full, step_dir);
+    out.emplace_back(name, std::move(full));
+  }
   return out;
 }
 
-fs::path convert_checkpoint_to_hf(const fs::path& ckpt, const fs::path& out_dir) {
-  const fs::path step_dir = resolve_step_dir(ckpt);
-  verify_checkpoint(step_dir);
-  const fs::path config_path =
-      io::confined_file(step_dir, "config.json", fmt::format("checkpoint {}", step_dir.string()));
-  const auto config = models::parse_model_config(read_text(config_path), config_path.string());
-  auto model = models::build_model(config);
-  std::map<std::string, at::Tensor> params;
-  for (auto& item : model->named_parameters()) params[item.key()] = item.value();
-  at::NoGradGuard no_grad;
-  for (const auto& [name, full] : load_full_tensors(step_dir)) {
-    const auto it = params.find(name);
-    if (it == params.end()) {
-      throw Error(fmt::format("checkpoint tensor '{}' is not a parameter of {}", name,
-                              config.architecture));
-    }
-    it->second.copy_(full);
-    params.erase(it);
-  }
-  if (!params.empty()) {
-    throw Error(fmt::format("checkpoint {} lacks parameter '{}'", step_dir.string(),
-                            params.begin()->first));
-  }
-  models::save_pretrained(*model, out_dir);
-  return step_dir;
-}
 
 }  // namespace tessel::train

@@ -26,6 +26,9 @@
 //                         the step directory (io/confined_file.h)
 //   config.json           the model's Hugging Face config (for `tessel convert`)
 //   config.yaml           the run's resolved config
+//   tokenizer.json, ...   copies of the tokenizer and generation files of the
+//                         run's model (train/model_files.h; metadata.json's
+//                         "model_files" names them and where they came from)
 // Saving writes into .step_<N>.tmp; each file is fsync'ed as it is written,
 // metadata.json (the commit marker) last, once every rank's file is durable;
 // then the directory is renamed to step_<N>. A crash mid-save leaves the
@@ -56,6 +59,7 @@
 #include "data/sampler.h"
 #include "dist/device_mesh.h"
 #include "optim/adamw.h"
+#include "train/checkpoint_metadata.h"
 #include "train/model_setup.h"
 
 namespace tessel::train {
@@ -113,10 +117,18 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& step_dir, ShardedMod
 std::vector<std::pair<std::string, at::Tensor>> load_full_tensors(
     const std::filesystem::path& step_dir, const std::string& kind = "model");
 
-// `tessel convert`: writes the checkpoint's model as a Hugging Face directory
-// (config.json + model.safetensors). `ckpt` may be a step_<N> directory or a
-// checkpoint_dir (its latest step is used).
-std::filesystem::path convert_checkpoint_to_hf(const std::filesystem::path& ckpt,
-                                               const std::filesystem::path& out_dir);
+// Whether this rank writes its shard of `name` when every element is written
+// once (checkpoints, Hugging Face exports): not an HSDP replica's copy
+// (dp_replicate > 0), nor a tp rank > 0's copy of a parameter tp does not
+// split; an expert's rows always (nobody else holds them).
+bool writes_its_elements(const ShardedModel& model, const dist::DeviceMesh& mesh, const std::string& name);
+
+// A step's metadata.json, checked whole (train/checkpoint_metadata.h) before
+// any other file of the step is opened.
+CheckpointMetadata read_checkpoint_metadata(const std::filesystem::path& step_dir);
+
+// `ckpt` when it is a step_<N> directory, else the latest complete step in
+// it (a checkpoint_dir); UsageError when it is neither.
+std::filesystem::path resolve_checkpoint(const std::filesystem::path& ckpt);
 
 }  // namespace tessel::train

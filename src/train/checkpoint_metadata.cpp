@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <limits>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -250,6 +251,35 @@ CheckpointMetadata parse_checkpoint_metadata(const std::string& json_text,
                                 MetadataReader::shown(kind)));
     }
     out.shard_sets.push_back(kind.get<std::string>());
+  }
+  if (const auto carried = meta.find("model_files"); carried != meta.end()) {
+    const json& m = reader.object(*carried, "\"model_files\"");
+    for (const auto& [key, field] : {std::pair{"model_dir", &out.model_files.model_dir},
+                                     std::pair{"tokenizer_dir", &out.model_files.tokenizer_dir}}) {
+      const json& v = reader.field(m, key, "\"model_files\"");
+      if (!v.is_string()) {
+        reader.refuse(fmt::format("\"model_files\"'s \"{}\" is {}, expected a directory name", key,
+                                  MetadataReader::shown(v)));
+      }
+      *field = v.get<std::string>();
+    }
+    const json& names = reader.field(m, "names", "\"model_files\"");
+    if (!names.is_array()) {
+      reader.refuse(fmt::format("\"model_files\"'s \"names\" is {}, expected a list of file names",
+                                MetadataReader::shown(names)));
+    }
+    for (const json& name : names) {
+      const std::string text = name.is_string() ? name.get<std::string>() : "";
+      if (const std::string why = io::why_not_a_plain_file_name(text); !name.is_string() || !why.empty()) {
+        reader.refuse(fmt::format("\"model_files\" names {}, which is not a file name inside the step directory{}",
+                                  MetadataReader::shown(name), why.empty() ? "" : ": " + why));
+      }
+      if (out.files && !out.files->contains(text)) {
+        reader.refuse(fmt::format("\"model_files\" names {}, which \"files\" does not list",
+                                  io::quoted_file_name(text)));
+      }
+      out.model_files.names.push_back(text);
+    }
   }
   return out;
 }

@@ -41,6 +41,15 @@ struct TpSplit {
 inline constexpr const char* kCheckpointFormat =
     "tessel-checkpoint-2";  // 2: each element in one rank file
 
+// The files of the run's model kept in the step beside the weights
+// (tokenizer, chat template, generation config: train/model_files.h) and
+// the directories they were copied from, absolute ("" for a preset).
+struct CarriedModelFiles {
+  std::string model_dir;
+  std::string tokenizer_dir;
+  std::vector<std::string> names;  // plain file names in the step directory, each in "files"
+};
+
 struct CheckpointMetadata {
   int64_t step = 0;
   int world_size = 1;  // rank_0.safetensors .. rank_<world_size - 1>.safetensors
@@ -56,6 +65,8 @@ struct CheckpointMetadata {
   // The other sets of shards the rank files hold beside "model" (ShardSets
   // of train/checkpoint.h, e.g. "reference"); absent: none.
   std::vector<std::string> shard_sets;
+  // "model_files"; empty in checkpoints saved before tessel kept them.
+  CarriedModelFiles model_files;
 };
 
 // metadata.json's top level when it is a JSON object with the fields above;

@@ -9,6 +9,8 @@
 #include "config/suggest.h"
 #include "core/error.h"
 #include "config/parallelism_config.h"
+#include "io/byte_size.h"
+#include "train/hf_export.h"
 #include "train/lr_schedule_config.h"
 
 namespace tessel::train {
@@ -248,7 +250,8 @@ const std::vector<CheckedSection>& checked_config_sections() {
         "validation"}},
       {"checkpointing",
        {"enabled", "checkpoint_dir", "metric_name", "higher_is_better", "keep_top_k", "save_period",
-        "save_optimizer", "checkpoint_must_save_by", "resume_from"}},
+        "save_optimizer", "checkpoint_must_save_by", "resume_from", "save_consolidated", "consolidated_dtype",
+        "consolidated_max_shard_size"}},
       {"logger",
        {"log_dir", "tensorboard_enabled", "tensorboard", "rank_metrics_period", "monitor_gpus", "wandb_enabled", "mlflow_enabled",
         "swanlab_enabled"}},
@@ -362,6 +365,18 @@ TrainOptions train_options_from(const Config& c, const AlgorithmSection& algorit
   o.checkpoint.resume_from =
       c.get_or<std::optional<std::string>>("checkpointing.resume_from", std::nullopt).value_or("");
   o.checkpoint.must_save_by = must_save_by_from(c);
+  o.checkpoint.save_consolidated = c.get_or<bool>("checkpointing.save_consolidated", false);
+  o.checkpoint.consolidated_dtype = export_dtype_from_name(
+      c.get_or<std::string>("checkpointing.consolidated_dtype", "float32"), "checkpointing.consolidated_dtype");
+  o.checkpoint.consolidated_max_shard_bytes = io::parse_byte_size(
+      c.get_or<std::string>("checkpointing.consolidated_max_shard_size", "5GB"),
+      "checkpointing.consolidated_max_shard_size");
+  if (o.checkpoint.save_consolidated && !o.checkpoint.enabled) {
+    throw UsageError(
+        "checkpointing.save_consolidated=true writes the Hugging Face directory with each checkpoint, but "
+        "checkpointing.enabled is false: enable checkpointing (save_period 0 saves only the last step), or "
+        "export later with `tessel convert`");
+  }
   return o;
 }
 

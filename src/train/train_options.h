@@ -6,6 +6,8 @@
 // (config::parallelism_from) because the mesh needs them before the trainer.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
 #include <chrono>
 #include <optional>
@@ -43,7 +45,18 @@ struct CheckpointOptions {
   // checkpoint after the current step and ends (a job's time limit minus a
   // margin: the next job resumes). Unset: no limit.
   std::optional<std::chrono::seconds> must_save_by;
+  // checkpointing.save_consolidated (NeMo RL's key): each saved step also
+  // holds consolidated/, the model as a Hugging Face directory that
+  // transformers and serving engines load (train/hf_export.h), written by
+  // every rank from its own shards. tessel only: its weights' dtype
+  // (consolidated_dtype) and shard size (consolidated_max_shard_size).
+  bool save_consolidated = false;
+  c10::ScalarType consolidated_dtype = c10::ScalarType::Float;
+  uint64_t consolidated_max_shard_bytes = 5'000'000'000;
 };
+
+// The directory of a saved step that checkpointing.save_consolidated writes.
+inline constexpr const char* kConsolidatedDirName = "consolidated";
 
 // A config mapping with a closed list of keys: any other key is a UsageError
 // (a typo would otherwise train silently with a default), and every listed

@@ -18,6 +18,8 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpoint.h"
+#include "train/hf_export.h"
+#include "train/model_files.h"
 #include "train/loss_curve_svg.h"
 #include "train/link_traffic.h"
 #include "config/parallelism_config.h"
@@ -208,6 +210,14 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
       const ShardSets* extra = recipe.checkpoint_shards();
       save_checkpoint(o.checkpoint.dir, info, sharded, o.checkpoint.save_optimizer ? &optimizer : nullptr, mesh,
                       config, keep, extra ? *extra : ShardSets{});
+      if (o.checkpoint.save_consolidated) {
+        const fs::path hf = checkpoint_step_dir(o.checkpoint.dir, info.step) / kConsolidatedDirName;
+        HfExportOptions export_options;
+        export_options.dtype = o.checkpoint.consolidated_dtype;
+        export_options.max_shard_bytes = o.checkpoint.consolidated_max_shard_bytes;
+        export_sharded_model(sharded, mesh, hf, export_options, find_model_files(model_file_sources(config)));
+        if (rank0) log::info("wrote {} (the model as a Hugging Face directory)", hf.string());
+      }
     }
     if (time_is_up) {
       if (rank0) {

@@ -23,6 +23,7 @@
 #include "io/xxhash64.h"
 #include "support/open_watch.h"
 #include "train/checkpoint.h"
+#include "train/hf_export.h"
 #include "train/checkpoint_fixture.h"
 #include "train/checkpoint_manifest.h"
 #include "train/trainer.h"
@@ -92,7 +93,7 @@ class CheckpointConfinement : public testing::CheckpointFixture {
   std::vector<std::pair<std::string, std::function<void()>>> every_reader() {
     return {{"resume",
              [&] { train(make_config(saving({"sft.max_num_steps=4"})), world_mesh(), quiet()); }},
-            {"convert", [&] { convert_checkpoint_to_hf(step(), dir_ / "hf"); }},
+            {"convert", [&] { export_checkpoint(step(), dir_ / "hf", {}); }},
             {"verify", [&] { verify_checkpoint(step()); }}};
   }
 
@@ -158,7 +159,7 @@ TEST_F(CheckpointConfinement, LinksThatStayInsideStillLoad) {
   fs::rename(step() / "rank_0.safetensors", step() / "kept.safetensors");
   make_link("rank_0.safetensors", fs::absolute(step() / "kept.safetensors"));
   EXPECT_NO_THROW(verify_checkpoint(step()));
-  EXPECT_NO_THROW(convert_checkpoint_to_hf(step(), dir_ / "hf"));
+  EXPECT_NO_THROW(export_checkpoint(step(), dir_ / "hf", {}));
   EXPECT_TRUE(fs::is_regular_file(dir_ / "hf" / "model.safetensors"));
   const TrainResult resumed =
       train(make_config(saving({"sft.max_num_steps=4"})), world_mesh(), quiet());

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "train/checkpoint.h"
+#include "train/hf_export.h"
 #include "train/checkpoint_manifest.h"
 #include "train/checkpoint_fixture.h"
 #include "train/trainer.h"
@@ -120,7 +121,7 @@ TEST_F(CheckpointDamage, OldestCheckpointDamagedSaysThereIsNoEarlierOne) {
 TEST_F(CheckpointDamage, ConvertChecksTheFilesToo) {
   save_two_steps();
   flip_byte(step(4) / "rank_0.safetensors", 200);
-  EXPECT_THROW(convert_checkpoint_to_hf(step(4), dir_ / "hf"), UsageError);
+  EXPECT_THROW(export_checkpoint(step(4), dir_ / "hf", {}), UsageError);
 }
 
 TEST_F(CheckpointDamage, CheckpointWithoutChecksumsLoadsWithAWarning) {

@@ -24,6 +24,7 @@
 #include "fsdp/state_dict.h"
 #include "models/pretrained.h"
 #include "train/checkpoint.h"
+#include "train/hf_export.h"
 #include "train/train_fixture.h"
 #include "train/trainer.h"
 
@@ -117,7 +118,7 @@ TEST_F(CheckpointTest, ResumeMatchesUninterruptedRun) {
 
   // Export the final checkpoint and load it as a Hugging Face directory.
   const auto hf = dir_ / "hf";
-  convert_checkpoint_to_hf(ckpt, hf);
+  export_checkpoint(ckpt, hf, {});
   auto loaded = models::load_pretrained(hf);
   for (const auto& item : loaded->named_parameters()) {
     ASSERT_TRUE(b.count(item.key())) << item.key();

@@ -179,6 +179,12 @@ const std::map<std::string, Probe>& probes() {
        {{}, {"checkpointing.checkpoint_must_save_by='00:03:45:00'"}, TRAIN_FIELD(checkpoint.must_save_by)}},
       {"checkpointing.resume_from",
        {{}, {"checkpointing.resume_from=results/sft/step_10"}, TRAIN_FIELD(checkpoint.resume_from)}},
+      {"checkpointing.save_consolidated",
+       {{}, {"checkpointing.save_consolidated=true"}, TRAIN_FIELD(checkpoint.save_consolidated)}},
+      {"checkpointing.consolidated_dtype",
+       {{}, {"checkpointing.consolidated_dtype=bfloat16"}, TRAIN_FIELD(checkpoint.consolidated_dtype)}},
+      {"checkpointing.consolidated_max_shard_size",
+       {{}, {"checkpointing.consolidated_max_shard_size=2GiB"}, TRAIN_FIELD(checkpoint.consolidated_max_shard_bytes)}},
 
       {"logger.log_dir", {{}, {"logger.log_dir=elsewhere"}, TRAIN_FIELD(log_dir)}},
       {"logger.tensorboard_enabled", {{}, {"logger.tensorboard_enabled=true"}, TRAIN_FIELD(tensorboard)}},
