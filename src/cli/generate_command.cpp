@@ -35,6 +35,7 @@
 #include "cli/token_list.h"
 #include "config/parallelism_config.h"
 #include "core/error.h"
+#include "data/generated_text.h"
 #include "data/tokenizer.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
@@ -133,7 +134,7 @@ void print(const GenerateArgs& args, const std::vector<Prompt>& prompts, const p
     }
     const char* finish = g.stopped[row].item<bool>() ? "stop" : "length";
     std::optional<std::string> text;
-    if (prompts[i].text && tokenizer != nullptr) text = tokenizer->decode(ids, /*skip_special_tokens=*/true);
+    if (prompts[i].text && tokenizer != nullptr) text = data::generated_text(*tokenizer, ids, /*skip_special_tokens=*/true);
     if (args.json) {
       nlohmann::ordered_json out;
       out["tokens"] = ids;

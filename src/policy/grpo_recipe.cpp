@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "data/generated_text.h"
 #include "loss/cross_entropy.h"
 #include "policy/logprobs.h"
 #include "policy/policy_batch.h"
@@ -215,7 +216,7 @@ std::string GrpoRecipe::response_text(const Generation& g, int64_t row) const {
   if (g.stopped[row].item<bool>()) --n;  // the stop token is not part of the answer
   std::vector<int64_t> ids(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) ids[static_cast<size_t>(t)] = g.tokens[row][t].item<int64_t>();
-  return tokenizer_->decode(ids, /*skip_special_tokens=*/true);
+  return data::generated_text(*tokenizer_, ids, /*skip_special_tokens=*/true);
 }
 
 Rollouts GrpoRecipe::roll_out(train::ShardedModel& model, const dist::DeviceMesh& mesh,

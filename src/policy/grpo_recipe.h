@@ -100,7 +100,8 @@ class GrpoRecipe : public train::Recipe {
   // Generates, scores and computes the advantages of `prompts` (every rank's).
   Rollouts roll_out(train::ShardedModel& model, const dist::DeviceMesh& mesh,
                     const std::vector<int64_t>& prompt_indices, int64_t step, GenerationStats& stats);
-  // A response's text for the verifier: its tokens without the stop token.
+  // A response's text for the verifier: its tokens without the stop token (ids
+  // beyond the tokenizer's vocabulary as U+FFFD, data/generated_text.h).
   std::string response_text(const Generation& g, int64_t row) const;
   MeshGenerationOptions generation_options(uint64_t seed, int64_t batch_size, bool greedy) const;
 
