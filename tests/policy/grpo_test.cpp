@@ -7,7 +7,10 @@
 //   - a step's rollouts laid out as micro batches: the response's tokens and
 //     generation log-probs sit where the labels put them;
 //   - every grpo.* / policy.generation.* / env.* key read, refused with a
-//     message, or rejected when unknown.
+//     message, or rejected when unknown;
+//   - a run resumed from a checkpoint continues exactly as the uninterrupted
+//     one (weights, optimizer, reference policy, prompt order, and the
+//     sampler's seed of each step).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -25,6 +28,8 @@
 #include "policy/advantages.h"
 #include "policy/grpo_options.h"
 #include "policy/grpo_recipe.h"
+#include "policy/grpo_test_run.h"
+#include "policy/logprob_goldens.h"
 #include "policy/policy_batch.h"
 #include "policy/verifier.h"
 #include "support/source_tree.h"
@@ -224,6 +229,40 @@ TEST(GrpoKeys, EveryKeyIsReadOrRefused) {
        }) {
     EXPECT_THROW(options_of(grpo_config(bad)), UsageError) << bad[0];
   }
+}
+
+// `steps` GRPO steps of a tiny Llama with checkpoints in `dir` every 2 steps
+// (resuming from the latest there), rewarded by the byte-sum rule.
+train::TrainResult grpo_run(const std::string& dir, int64_t steps) {
+  const config::Config c = grpo_config(
+      {"grpo.num_prompts_per_step=2", "grpo.num_generations_per_prompt=4", "grpo.max_num_steps=" + std::to_string(steps),
+       "grpo.val_period=0", "grpo.val_at_start=false", "grpo.val_at_end=false", "policy.train_micro_batch_size=4",
+       "policy.max_total_sequence_length=32", "policy.generation.max_new_tokens=6", "policy.optimizer.kwargs.lr=0.003",
+       "policy.optimizer.kwargs.eps=1e-5", "policy.scheduler=null", "loss_fn.reference_policy_kl_penalty=0.05",
+       "data.validation=null", "checkpointing.enabled=true", "checkpointing.save_period=2",
+       "checkpointing.checkpoint_dir=" + dir});
+  return testing::run_grpo_with_byte_sums(c, testing::one_process_mesh());
+}
+
+TEST(GrpoResume, AResumedRunContinuesAsTheUninterruptedOne) {
+  test_support::TempDir dir;
+  const train::TrainResult uninterrupted = grpo_run((dir.path() / "whole").string(), 4);
+  ASSERT_EQ(uninterrupted.steps.size(), 4u);
+  (void)grpo_run((dir.path() / "resumed").string(), 2);
+  const train::TrainResult resumed = grpo_run((dir.path() / "resumed").string(), 4);
+  ASSERT_EQ(resumed.steps.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    const auto& want = uninterrupted.steps[s + 2];
+    EXPECT_EQ(resumed.steps[s].step, want.step);
+    EXPECT_NEAR(resumed.steps[s].loss, want.loss, 1e-6 * std::max(1.0, std::abs(want.loss))) << "step " << want.step;
+    for (const char* key : {"reward_mean", "kl_penalty", "advantage_abs_mean"}) {
+      EXPECT_NEAR(train::metric(resumed.steps[s].objective_metrics, key),
+                  train::metric(want.objective_metrics, key), 1e-6)
+          << key << " at step " << want.step;
+    }
+  }
+  // The KL term is on and the weights moved: the reference came back from the checkpoint.
+  EXPECT_GT(train::metric(resumed.steps.back().objective_metrics, "kl_penalty"), 0.0);
 }
 
 }  // namespace

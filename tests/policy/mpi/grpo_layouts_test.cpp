@@ -8,43 +8,26 @@
 // metrics, and the final parameters equal one process's.
 //
 // The rewards come from a rule on the response text that varies between
-// rollouts of a random tiny model (the demo tasks' exact answers never
-// appear in its output, so exact_match would give every advantage 0 and
-// train nothing).
+// rollouts of a random tiny model (policy/grpo_test_run.h).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "config/loader.h"
-#include "config/parallelism_config.h"
 #include "dist/communicator.h"
-#include "policy/grpo_options.h"
 #include "policy/grpo_recipe.h"
-#include "policy/loss_options.h"
+#include "policy/grpo_test_run.h"
 #include "policy/policy_layouts.h"
 #include "support/source_tree.h"
 #include "train/layout_parity.h"
 
 namespace tessel::policy {
 namespace {
-
-// 0, 0.5 or 1 from the sum of the response's bytes: a rule that differs
-// between responses, as a task's verifier does between right and wrong ones.
-class ByteSumVerifier : public Verifier {
- public:
-  std::string name() const override { return "byte_sum"; }
-  double reward(const std::string& response, const std::string&) const override {
-    int64_t sum = 0;
-    for (unsigned char c : response) sum += c;
-    return static_cast<double>(sum % 3) / 2.0;
-  }
-};
 
 struct GrpoRun {
   std::vector<train::StepMetrics> steps;
@@ -67,16 +50,9 @@ GrpoRun run_grpo(const testing::Layout& layout) {
                      "loss_fn.reference_policy_kl_penalty=0.05", "loss_fn.ratio_clip_c=3.0",
                      "checkpointing.enabled=false", "data.validation=null"});
   const config::Config c = config::load_config(test_support::source_tree() / "examples" / "configs" / "grpo.yaml", o);
-  const train::TrainOptions options = train::train_options_from(c, grpo_section());
-  GrpoRecipe recipe(options, grpo_options_from(c, options), clipped_pg_options_from(c), config::parallelism_from(c),
-                    std::make_unique<ByteSumVerifier>());
-  train::RunOptions quiet;
-  quiet.quiet = true;
-  quiet.write_logs = false;
-  train::TrainResult r = train::run_training(c, options, layout.mesh(), recipe, quiet);
   GrpoRun out;
+  train::TrainResult r = testing::run_grpo_with_byte_sums(c, layout.mesh(), &out.last);
   out.steps = std::move(r.steps);
-  out.last = recipe.last_rollouts();
   out.placed = train::mesh_state_dict(r.model);
   return out;
 }
