@@ -18,6 +18,8 @@ void add_run_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 // `tessel dpo [CONFIG] [overrides] [--nproc N]`: DPO on preference pairs (cli/dpo_command.cpp).
 void add_dpo_command(CLI::App& app);
+// `tessel grpo [CONFIG] [overrides] [--nproc N]`: GRPO with tessel's own rollouts (cli/grpo_command.cpp).
+void add_grpo_command(CLI::App& app);
 // `tessel convert CKPT HF_DIR [--dtype D] [--max-shard-size S]`: checkpoint ->
 // Hugging Face directory (cli/convert_command.cpp).
 void add_convert_command(CLI::App& app);
@@ -33,5 +35,8 @@ void add_tokenize_command(CLI::App& app);
 // `tessel logprobs MODEL --tokens 3,10,17 [--temperature T] [--json]`: each
 // token's log-probability, on any layout (cli/logprobs_command.cpp).
 void add_logprobs_command(CLI::App& app);
+// `tessel generate MODEL --tokens 3,10,17 --max-new-tokens N [--greedy | --temperature T ...] [--json]`:
+// tokens generated with a KV cache, on any layout (cli/generate_command.cpp).
+void add_generate_command(CLI::App& app);
 
 }  // namespace tessel::cli

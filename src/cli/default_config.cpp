@@ -9,6 +9,7 @@
 #include <system_error>
 #include <vector>
 
+#include "config/loader.h"
 #include "core/error.h"
 
 namespace tessel::cli {
@@ -66,6 +67,13 @@ ConfigArgs split_config_args(std::vector<std::string> positional) {
   }
   out.overrides = std::move(positional);
   return out;
+}
+
+config::Config model_command_config(const std::vector<std::string>& model_and_overrides, int64_t init_seed) {
+  std::vector<std::string> overrides = {"policy.model_name=" + model_and_overrides.front()};
+  if (init_seed >= 0) overrides.push_back(fmt::format("sft.seed={}", init_seed));
+  overrides.insert(overrides.end(), model_and_overrides.begin() + 1, model_and_overrides.end());
+  return config::load_config(default_config_path(), overrides);
 }
 
 }  // namespace tessel::cli

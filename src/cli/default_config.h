@@ -9,15 +9,24 @@
 //      its directory (a build folder inside the checkout: build/x/bin/tessel)
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "config/config.h"
 
 namespace tessel::cli {
 
 // The path of the default recipe; tessel::UsageError naming every place
 // searched (and how to pass a config instead) when none exists.
 std::filesystem::path default_config_path();
+
+// The config of a command that runs a model (`tessel logprobs`, `tessel
+// generate`): the default recipe with policy.model_name = MODEL (the first of
+// `model_and_overrides`), sft.seed = `init_seed` when >= 0 (a preset's
+// initialisation), then the user's overrides.
+config::Config model_command_config(const std::vector<std::string>& model_and_overrides, int64_t init_seed);
 
 // A command's positional arguments, [CONFIG] then overrides. The first one is
 // the config unless it reads as an override (`a.b=v`, `+a.b=v`, `~a.b`), so

@@ -32,7 +32,6 @@
 #include "cli/mesh_sizes_from_config.h"
 #include "cli/self_launch.h"
 #include "cli/token_list.h"
-#include "config/loader.h"
 #include "config/parallelism_config.h"
 #include "core/error.h"
 #include "dist/communicator.h"
@@ -75,27 +74,10 @@ std::vector<std::vector<int64_t>> read_sequences(const LogprobsArgs& args, int64
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
     const std::string where = fmt::format("{}:{}", args.input, line);
     const json row = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!row.is_object() || !row.contains("tokens") || !row.at("tokens").is_array() || row.at("tokens").empty()) {
-      throw UsageError(fmt::format("{}: expected an object {{\"tokens\": [ids...]}} with at least one id", where));
-    }
-    std::vector<int64_t> ids;
-    for (const auto& id : row.at("tokens")) {
-      if (!id.is_number_integer()) throw UsageError(fmt::format("{}: token {} is not an integer", where, id.dump()));
-      ids.push_back(id.get<int64_t>());
-    }
-    check_token_ids(ids, vocab, where);
-    out.push_back(std::move(ids));
+    out.push_back(json_token_ids(row, vocab, where, "an object {\"tokens\": [ids...]}"));
   }
   if (out.empty()) throw UsageError(fmt::format("--input {}: no sequences (the file is empty)", args.input));
   return out;
-}
-
-// The base recipe with MODEL and the user's overrides.
-config::Config logprobs_config(const LogprobsArgs& args) {
-  std::vector<std::string> overrides = {"policy.model_name=" + args.positional.front()};
-  if (args.seed >= 0) overrides.push_back(fmt::format("sft.seed={}", args.seed));
-  overrides.insert(overrides.end(), args.positional.begin() + 1, args.positional.end());
-  return config::load_config(default_config_path(), overrides);
 }
 
 void print(const LogprobsArgs& args, const std::vector<std::vector<int64_t>>& sequences, const at::Tensor& logprobs) {
@@ -127,7 +109,7 @@ void run_logprobs(const LogprobsArgs& args) {
   if (args.tokens.empty() == args.input.empty()) {
     throw UsageError("logprobs: give exactly one of --tokens 3,10,17 or --input FILE.jsonl");
   }
-  const config::Config cfg = logprobs_config(args);
+  const config::Config cfg = model_command_config(args.positional, args.seed);
   const config::ParallelismConfig parallel = config::parallelism_from(cfg);
   const train::TrainOptions options = train::train_options_from(cfg);
   const train::ModelSource source = train::model_source(options);  // config.json only

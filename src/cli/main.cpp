@@ -42,11 +42,13 @@ int main(int argc, char** argv) {
   tessel::cli::add_run_command(app);
   tessel::cli::add_train_command(app);
   tessel::cli::add_dpo_command(app);
+  tessel::cli::add_grpo_command(app);
   tessel::cli::add_convert_command(app);
   tessel::cli::add_init_model_command(app);
   tessel::cli::add_logits_command(app);
   tessel::cli::add_tokenize_command(app);
   tessel::cli::add_logprobs_command(app);
+  tessel::cli::add_generate_command(app);
   int code = 0;
   try {
     app.parse(argc, argv);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <charconv>
 
 #include "core/error.h"
@@ -40,6 +42,20 @@ void check_token_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const 
           what, ids[i], i, vocab_size, vocab_size - 1));
     }
   }
+}
+
+std::vector<int64_t> json_token_ids(const nlohmann::json& row, int64_t vocab_size, const std::string& where,
+                                    const std::string& expected) {
+  if (!row.is_object() || !row.contains("tokens") || !row.at("tokens").is_array() || row.at("tokens").empty()) {
+    throw UsageError(fmt::format("{}: expected {} with at least one id", where, expected));
+  }
+  std::vector<int64_t> ids;
+  for (const auto& id : row.at("tokens")) {
+    if (!id.is_number_integer()) throw UsageError(fmt::format("{}: token {} is not an integer", where, id.dump()));
+    ids.push_back(id.get<int64_t>());
+  }
+  check_token_ids(ids, vocab_size, where);
+  return ids;
 }
 
 }  // namespace tessel::cli

@@ -53,15 +53,15 @@ std::vector<std::pair<std::string, ShardedParameter>> sharded_state_dict(torch::
   return result;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> full_state_dict(torch::nn::Module& root) {
+void for_each_full_parameter(torch::nn::Module& root,
+                             const std::function<void(const std::string&, const at::Tensor&)>& visit) {
   at::NoGradGuard no_grad;
   const auto owners = sharded_params_under(root);
-  std::vector<std::pair<std::string, at::Tensor>> result;
   for (const auto& item : root.named_parameters(/*recurse=*/true)) {
     const at::Tensor& t = item.value();
     auto it = owners.find(t.unsafeGetTensorImpl());
     if (it == owners.end()) {
-      result.emplace_back(item.key(), t.detach().clone());
+      visit(item.key(), t.detach());
       continue;
     }
     const FSDPParam& p = *it->second.param;
@@ -72,9 +72,15 @@ std::vector<std::pair<std::string, at::Tensor>> full_state_dict(torch::nn::Modul
       padded.narrow(0, 0, p.sharded_param().numel()).copy_(p.sharded_param().reshape({-1}));
     at::Tensor gathered = at::empty({comm->size() * n}, padded.options());
     comm->all_gather_into(gathered, padded);
-    result.emplace_back(item.key(),
-                        gathered.narrow(0, 0, p.numel()).view(p.global_shape()).clone());
+    visit(item.key(), gathered.narrow(0, 0, p.numel()).view(p.global_shape()));
   }
+}
+
+std::vector<std::pair<std::string, at::Tensor>> full_state_dict(torch::nn::Module& root) {
+  std::vector<std::pair<std::string, at::Tensor>> result;
+  for_each_full_parameter(root, [&](const std::string& name, const at::Tensor& full) {
+    result.emplace_back(name, full.clone());
+  });
   return result;
 }
 

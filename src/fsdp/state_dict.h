@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,14 @@ std::vector<std::pair<std::string, ShardedParameter>> sharded_state_dict(torch::
 // Every parameter as a full fp32 tensor on every rank. Collective over each
 // group's shard group (every rank must call it).
 std::vector<std::pair<std::string, at::Tensor>> full_state_dict(torch::nn::Module& root);
+
+// The same, one parameter at a time: `visit(name, full)` is called in
+// named_parameters() order with a tensor valid only during the call, so no
+// more than one full parameter exists beside the shards (a decoding copy of
+// the weights is filled this way, policy/decoding_model.h). Collective as
+// full_state_dict.
+void for_each_full_parameter(torch::nn::Module& root,
+                             const std::function<void(const std::string&, const at::Tensor&)>& visit);
 
 // Copies each full tensor's rows of this rank into the shards (and whole
 // tensors into unmanaged parameters). Names missing from `full` are an error.

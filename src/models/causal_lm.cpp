@@ -106,14 +106,18 @@ CausalLMOutput CausalLM::forward_with_router_logits(const at::Tensor& input_ids,
   return CausalLMOutput{out[0], nn::Tensors(out.begin() + 1, out.end())};
 }
 
-nn::Tensors CausalLM::forward(const nn::Tensors& inputs) {
-  nn::Tensors out = model_->call(inputs);
-  at::Tensor logits = lm_head_->call(out[0]);
+at::Tensor CausalLM::logits_of_hidden(const at::Tensor& hidden) {
+  at::Tensor logits = lm_head_->call(hidden);
   if (config_.final_logit_softcapping) {
     const double cap = *config_.final_logit_softcapping;
     logits = at::tanh(logits / cap) * cap;
   }
-  out[0] = logits;  // the router logits after it pass through
+  return logits;
+}
+
+nn::Tensors CausalLM::forward(const nn::Tensors& inputs) {
+  nn::Tensors out = model_->call(inputs);
+  out[0] = logits_of_hidden(out[0]);  // the router logits after it pass through
   return out;
 }
 

@@ -115,6 +115,11 @@ class CausalLM : public nn::Module {
   // As forward_logits, with the router logits of the MoE layers.
   CausalLMOutput forward_with_router_logits(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
                                             const at::Tensor& document_ids = {});
+  // The logits of final hidden states [..., hidden] (the decoder model's
+  // output, after the final norm): lm_head through its hooks, then
+  // final_logit_softcapping. forward() ends with it; decoding
+  // (policy/generation.h) calls it on the positions it samples from only.
+  at::Tensor logits_of_hidden(const at::Tensor& hidden);
 
   const ModelConfig& config() const { return config_; }
   const std::shared_ptr<DecoderModel>& model() const { return model_; }

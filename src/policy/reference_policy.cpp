@@ -6,7 +6,6 @@
 #include <set>
 
 #include "core/error.h"
-#include "fsdp/fully_shard.h"
 #include "fsdp/state_dict.h"
 #include "policy/logprobs.h"
 
@@ -16,16 +15,6 @@ namespace {
 
 constexpr const char* kKind = "reference";
 constexpr int64_t kSwapBlock = int64_t{1} << 18;  // elements per block of the swap (1 MiB of fp32)
-
-// Reshards every FSDP group of the model: the next forward gathers the shards
-// as they are now.
-void reshard_everything(train::ShardedModel& model) {
-  for (const auto& module : model.model->modules()) {
-    auto* m = dynamic_cast<nn::Module*>(module.get());
-    if (m == nullptr) continue;
-    if (auto handle = fsdp::fsdp_module(*m)) handle->reshard();
-  }
-}
 
 // a <-> b in place, a block at a time through `buffer`.
 void swap_values(const at::Tensor& a, const at::Tensor& b, at::Tensor& buffer) {
@@ -61,7 +50,7 @@ ReferencePolicy::ReferencePolicy(train::ShardedModel& model) {
 void ReferencePolicy::swap(train::ShardedModel& model, const dist::DeviceMesh& mesh) {
   at::NoGradGuard no_grad;
   mesh.world()->barrier();
-  reshard_everything(model);
+  train::reshard_everything(model);
   auto& copies = sets_.at(kKind);
   at::Tensor buffer;
   std::set<const void*> done;

@@ -56,6 +56,14 @@ std::vector<optim::GradShardSet> ShardedModel::grad_sets() const {
   return {sharded, whole, experts};
 }
 
+void reshard_everything(ShardedModel& model) {
+  for (const auto& module : model.model->modules()) {
+    auto* m = dynamic_cast<nn::Module*>(module.get());
+    if (m == nullptr) continue;
+    if (auto handle = fsdp::fsdp_module(*m)) handle->reshard();
+  }
+}
+
 int64_t global_parameter_count(const ShardedModel& model) {
   int64_t total = 0;
   for (const auto& [name, sp] : fsdp::sharded_state_dict(*model.model)) {
@@ -180,11 +188,8 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
   fsdp::FSDPOptions fsdp_options;
   fsdp_options.reshard_after_forward = options.reshard_after_forward;
   fsdp_options.node_shared_params = parallelism.node_shared_params;
-  if (options.precision == "bfloat16") {
-    fsdp_options.mp_policy.param_dtype = at::kBFloat16;
-    fsdp_options.mp_policy.reduce_dtype = at::kFloat;
-  } else if (options.precision == "float16") {
-    fsdp_options.mp_policy.param_dtype = at::kHalf;
+  if (compute_dtype(options) != at::kFloat) {
+    fsdp_options.mp_policy.param_dtype = compute_dtype(options);
     fsdp_options.mp_policy.reduce_dtype = at::kFloat;
   }
   // Under expert parallelism each expert is a group of its own over

@@ -92,6 +92,13 @@ struct ShardedModel {
   std::vector<optim::GradShardSet> grad_sets() const;
 };
 
+// Reshards every FSDP group of the model, so the next forward gathers the
+// shards as they are now and every parameter reads as its shard: a group kept
+// gathered after a forward (the root's, an untied lm_head's) would otherwise
+// go on using what it gathered. For code that swaps or reads the shards
+// between steps (the reference policy, the decoding refit).
+void reshard_everything(ShardedModel& model);
+
 // Parameters of the whole (unsharded) model, counted from the shards' global
 // shapes and the other ep ranks' experts.
 int64_t global_parameter_count(const ShardedModel& model);

@@ -66,9 +66,10 @@ void Progress::end_bar_line() {
 
 void Progress::validation(const ValMetrics& m) {
   end_bar_line();
-  std::fprintf(out_, "validation at step %lld  val_loss %.6f%s  (%lld tokens)\n",
-               static_cast<long long>(m.step), m.loss, shown_metrics(m.objective_metrics).c_str(),
-               static_cast<long long>(m.valid_tokens));
+  // A validation without a loss (GRPO's, which scores generations) shows its metrics only.
+  const std::string loss = std::isfinite(m.loss) ? fmt::format("  val_loss {:.6f}", m.loss) : std::string();
+  std::fprintf(out_, "validation at step %lld%s%s  (%lld tokens)\n", static_cast<long long>(m.step), loss.c_str(),
+               shown_metrics(m.objective_metrics).c_str(), static_cast<long long>(m.valid_tokens));
   std::fflush(out_);
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/sampler.h"
@@ -50,6 +51,10 @@ class Recipe {
   virtual ShardSets* checkpoint_shards() { return nullptr; }
   // The objective's metrics beside the loss that progress lines show.
   virtual std::vector<std::string> shown_metrics() const { return {}; }
+  // Metrics of the step next_step() just prepared, the same on every rank
+  // (GRPO: rewards, advantages, generation throughput, time per phase): the
+  // loop records them after the objective's.
+  virtual std::vector<std::pair<std::string, double>> step_metrics() const { return {}; }
 };
 
 }  // namespace tessel::train

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 
@@ -163,12 +164,23 @@ void TensorBoardWriter::write(const StepMetrics& m) {
     }
     scalars.emplace_back("train/inter_node_bytes", static_cast<double>(total_other_node(m.sent_bytes)));
   }
+  // The objective's and the recipe's metrics (DPO's accuracy, GRPO's rewards
+  // and phase times), as metrics.jsonl has them; its "loss" is the one above.
+  for (const auto& [name, value] : m.objective_metrics) {
+    if (name != "loss") scalars.emplace_back("train/" + name, value);
+  }
   write_scalars(m.step, scalars);
 }
 
 void TensorBoardWriter::write(const ValMetrics& m) {
-  write_scalars(m.step, {{"validation/val_loss", m.loss},
-                         {"validation/valid_tokens", static_cast<double>(m.valid_tokens)}});
+  std::vector<std::pair<std::string, double>> scalars = {
+      {"validation/valid_tokens", static_cast<double>(m.valid_tokens)}};
+  // A validation without a loss (GRPO's scores generations) has none to plot.
+  if (std::isfinite(m.loss)) scalars.emplace_back("validation/val_loss", m.loss);
+  for (const auto& [name, value] : m.objective_metrics) {
+    if (name != "loss") scalars.emplace_back("validation/" + name, value);
+  }
+  write_scalars(m.step, scalars);
 }
 
 }  // namespace tessel::train

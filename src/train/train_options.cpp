@@ -26,8 +26,6 @@ const CheckedSection& section_of(const std::string& path) {
   throw Error(fmt::format("no key list for config section {}", path));
 }
 
-const std::vector<std::string>& keys_of(const std::string& path) { return section_of(path).keys; }
-
 void check_keys(const Config& node, const std::string& path) { check_section_keys(node, section_of(path)); }
 
 int64_t positive(const Config& c, const std::string& key) {
@@ -136,12 +134,13 @@ std::variant<bool, int> reshard_from(const Config& c) {
 
 // A name the trainer does not record would leave keep_top_k ranking nothing
 // and silently keep the most recent checkpoints instead, so it fails here.
-std::string checkpoint_metric_from(const Config& c) {
+std::string checkpoint_metric_from(const Config& c, const AlgorithmSection& algorithm) {
   const auto name =
       c.get_or<std::optional<std::string>>("checkpointing.metric_name", std::nullopt).value_or("");
   if (name.empty()) return name;
   if (name == "val:loss") return "val:val_loss";  // the validation record's own key
-  const auto& known = checkpoint_metric_names();
+  std::vector<std::string> known = checkpoint_metric_names();
+  known.insert(known.end(), algorithm.checkpoint_metrics.begin(), algorithm.checkpoint_metrics.end());
   if (std::find(known.begin(), known.end(), name) != known.end()) return name;
   std::vector<std::string> spellings = known;
   spellings.push_back("val:loss");  // an old recipe's "val_loss" is closest to this
@@ -151,19 +150,25 @@ std::string checkpoint_metric_from(const Config& c) {
       name, config::did_you_mean(config::closest_names(spellings, name)), fmt::join(known, ", ")));
 }
 
-// The sections of checked_config_sections() that are not parsed by a helper
-// of their own: checked as a whole when present as a mapping.
-void check_plain_sections(const Config& c, const CheckedSection& top_level) {
-  check_section_keys(c, top_level);
+// The sections of `sections` that are not parsed by a helper of their own:
+// checked as a whole when present as a mapping.
+void check_plain_sections(const Config& c, const std::vector<CheckedSection>& sections) {
+  const auto find = [&](const std::string& path) -> const CheckedSection& {
+    for (const auto& section : sections) {
+      if (section.path == path) return section;
+    }
+    throw Error(fmt::format("no key list for config section {}", path));
+  };
+  check_section_keys(c, find(""));
   for (const char* path : {"policy", "policy.tokenizer", "policy.optimizer", "data", "data.train",
                            "data.validation", "checkpointing", "logger", "logger.tensorboard", "cluster"}) {
     const Config* node = c.find(path);
     if (node == nullptr || node->is_null()) continue;
     if (!node->is_map()) {
-      throw UsageError(fmt::format("{} must be a mapping (keys: {}), got {}", path, fmt::join(keys_of(path), ", "),
+      throw UsageError(fmt::format("{} must be a mapping (keys: {}), got {}", path, fmt::join(find(path).keys, ", "),
                                    node->to_flow()));
     }
-    check_keys(*node, path);
+    check_section_keys(*node, find(path));
   }
 }
 
@@ -221,6 +226,9 @@ std::vector<CheckedSection> checked_config_sections(const AlgorithmSection& algo
       section.path = algorithm.name;
       section.keys.insert(section.keys.end(), algorithm.extra_keys.begin(), algorithm.extra_keys.end());
     }
+    for (const auto& [path, keys] : algorithm.section_keys) {
+      if (section.path == path) section.keys.insert(section.keys.end(), keys.begin(), keys.end());
+    }
   }
   return sections;
 }
@@ -275,7 +283,7 @@ TrainOptions train_options_from(const Config& c, const AlgorithmSection& algorit
     return *std::find_if(sections.begin(), sections.end(), [&](const CheckedSection& s) { return s.path == path; });
   };
   check_section_keys(c.sub(a), section(a));
-  check_plain_sections(c, section(""));
+  check_plain_sections(c, sections);
   o.model_name = c.get<std::string>("policy.model_name");
   o.tokenizer = c.get_or<std::string>("policy.tokenizer.name", o.model_name);
   if (c.get_or<std::optional<std::string>>("policy.tokenizer.chat_template", std::nullopt)) {
@@ -332,8 +340,8 @@ TrainOptions train_options_from(const Config& c, const AlgorithmSection& algorit
   // The prompt already ends where the response starts (data/sft_template.h);
   // a generation prompt belongs to generation, not to SFT targets.
   refuse_if_true(c, "data.add_generation_prompt",
-                 "SFT rows are prompt + response with the loss on the response; a generation prompt is for "
-                 "generating, which tessel does not do");
+                 "tessel's rows are plain prompt + response text (no chat template adds a generation prompt): "
+                 "put what the model should see before its response at the end of the prompt itself");
   // Data is read and collated in the training process, with nothing to
   // parallelise across workers: any count trains the same; the type is read.
   if (c.get_or<int64_t>("data.num_workers", 0) < 0) {
@@ -360,7 +368,7 @@ TrainOptions train_options_from(const Config& c, const AlgorithmSection& algorit
   o.checkpoint.save_optimizer = c.get_or<bool>("checkpointing.save_optimizer", true);
   o.checkpoint.keep_top_k =
       c.get_or<std::optional<int64_t>>("checkpointing.keep_top_k", std::nullopt).value_or(0);
-  o.checkpoint.metric_name = checkpoint_metric_from(c);
+  o.checkpoint.metric_name = checkpoint_metric_from(c, algorithm);
   o.checkpoint.higher_is_better = c.get_or<bool>("checkpointing.higher_is_better", false);
   o.checkpoint.resume_from =
       c.get_or<std::optional<std::string>>("checkpointing.resume_from", std::nullopt).value_or("");
@@ -378,6 +386,12 @@ TrainOptions train_options_from(const Config& c, const AlgorithmSection& algorit
         "export later with `tessel convert`");
   }
   return o;
+}
+
+at::ScalarType compute_dtype(const TrainOptions& options) {
+  if (options.precision == "bfloat16") return at::kBFloat16;
+  if (options.precision == "float16") return at::kHalf;
+  return at::kFloat;
 }
 
 }  // namespace tessel::train

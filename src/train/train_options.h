@@ -12,8 +12,11 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
+
+#include <c10/core/ScalarType.h>
 
 #include "config/config.h"
 #include "optim/adamw.h"
@@ -81,6 +84,12 @@ struct AlgorithmSection {
   std::string name = "sft";
   std::vector<std::string> extra_keys;
   std::vector<std::string> top_level_keys;
+  // More keys the algorithm reads in sections of the shared layout, by
+  // section path (GRPO: "policy" -> generation, generation_batch_size, ...).
+  std::vector<std::pair<std::string, std::vector<std::string>>> section_keys = {};
+  // More names checkpointing.metric_name accepts: validation metrics the
+  // algorithm's recipe reports ("val:accuracy" for GRPO).
+  std::vector<std::string> checkpoint_metrics = {};
 };
 
 // SFT's sections with the algorithm section (and the top level) of `algorithm`.
@@ -92,6 +101,8 @@ void check_section_keys(const config::Config& node, const CheckedSection& sectio
 
 // What checkpointing.metric_name accepts: the metrics the trainer records in
 // every checkpoint (trainer.cpp), in the reference's "<train|val>:<name>" form.
+// A validation's metrics beside its loss are recorded as "val:<name>" too;
+// an algorithm lists the ones it reports (AlgorithmSection::checkpoint_metrics).
 const std::vector<std::string>& checkpoint_metric_names();
 
 // policy.sequence_packing. When enabled, each micro batch the sampler picks
@@ -158,6 +169,10 @@ struct TrainOptions {
   int64_t rank_metrics_period = 10;
   CheckpointOptions checkpoint;
 };
+
+// The dtype of the model's forward for policy.precision: float32, bfloat16
+// or float16 (the parameters FSDP gathers; the shards stay float32).
+at::ScalarType compute_dtype(const TrainOptions& options);
 
 // Reads and checks every key the training loop uses, the loop's keys read
 // from `algorithm`'s section. UsageError naming the key and what to write

@@ -45,6 +45,9 @@ std::map<std::string, double> checkpoint_metrics(const StepMetrics& m,
   std::map<std::string, double> out = {{"train:loss", m.loss}, {"train:grad_norm", m.grad_norm}};
   if (!validations.empty() && validations.back().step == m.step) {
     out["val:val_loss"] = validations.back().loss;
+    for (const auto& [name, value] : validations.back().objective_metrics) {
+      if (name != "loss") out["val:" + name] = value;
+    }
   }
   return out;
 }
@@ -154,6 +157,7 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
     m.tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0.0;
     m.comm_wait_s = waited;
     m.objective_metrics = r.metrics;
+    for (auto& metric : recipe.step_metrics()) m.objective_metrics.push_back(std::move(metric));
     // checkpoint_must_save_by: once the time is up the run saves and ends
     // after this step. Rank 0's clock decides for every rank (clocks and
     // step ends differ slightly; all ranks must stop at the same step).
@@ -247,7 +251,9 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
     curve.title = fmt::format("{} {} on {} ({})", recipe.name(), o.model_name, o.train_data.name,
                               mesh.layout().describe());
     for (const auto& s : steps) curve.train.emplace_back(s.step, s.loss);
-    for (const auto& v : validations) curve.val.emplace_back(v.step, v.loss);
+    for (const auto& v : validations) {
+      if (std::isfinite(v.loss)) curve.val.emplace_back(v.step, v.loss);
+    }
     write_loss_curve_svg(curve, fs::path(o.log_dir) / "loss_curve.svg");
   }
   if (progress && !steps.empty()) {

@@ -9,37 +9,21 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "support/metrics_records.h"
 #include "support/run_tessel.h"
 #include "support/temp_dir.h"
 
 namespace {
 
-using nlohmann::json;
 using testing::HasSubstr;
+using tessel::test_support::mean_of;
+using tessel::test_support::metrics_records;
 using tessel::test_support::Result;
 using tessel::test_support::run_tessel;
 using tessel::test_support::TempDir;
-
-std::vector<json> records(const std::string& log_dir, const std::string& split) {
-  std::ifstream in(log_dir + "/metrics.jsonl");
-  std::vector<json> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    json j = json::parse(line);
-    if (j["split"] == split) out.push_back(j);
-  }
-  return out;
-}
-
-double mean(const std::vector<json>& rows, size_t from, size_t to, const char* key) {
-  double sum = 0.0;
-  for (size_t i = from; i < to; ++i) sum += rows[i][key].get<double>();
-  return sum / static_cast<double>(to - from);
-}
 
 TEST(DpoCli, TheDefaultRunLearnsThePreferences) {
   TempDir dir;
@@ -49,13 +33,13 @@ TEST(DpoCli, TheDefaultRunLearnsThePreferences) {
   EXPECT_THAT(r.output, HasSubstr("starting 2 processes"));
   EXPECT_THAT(r.output, HasSubstr("accuracy"));
   EXPECT_THAT(r.output, HasSubstr("reward_margin"));
-  const auto train = records(logs, "train");
+  const auto train = metrics_records(logs, "train");
   ASSERT_GE(train.size(), 40u);
   EXPECT_EQ(train.front()["accuracy"].get<double>(), 0.0);  // the policy starts as its reference
   const size_t n = train.size();
-  EXPECT_GT(mean(train, n - 10, n, "accuracy"), 0.75);
-  EXPECT_GT(mean(train, n - 10, n, "reward_margin"), mean(train, 1, 11, "reward_margin") + 2.0);
-  const auto val = records(logs, "val");
+  EXPECT_GT(mean_of(train, n - 10, n, "accuracy"), 0.75);
+  EXPECT_GT(mean_of(train, n - 10, n, "reward_margin"), mean_of(train, 1, 11, "reward_margin") + 2.0);
+  const auto val = metrics_records(logs, "val");
   ASSERT_GE(val.size(), 2u);
   EXPECT_EQ(val.front()["accuracy"].get<double>(), 0.0);
   EXPECT_GT(val.back()["accuracy"].get<double>(), 0.55);

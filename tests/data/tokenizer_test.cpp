@@ -6,6 +6,7 @@
 
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
+#include "data/generated_text.h"
 #include "data/tokenizer.h"
 #include "data_test_util.h"
 
@@ -16,6 +17,19 @@ using testing::expect_error_mentions;
 using testing::TempDir;
 using testing::write_file;
 using Ids = std::vector<int64_t>;
+
+// A model may sample ids its tokenizer does not have (a larger embedding):
+// they read as U+FFFD, between the decoded runs of the known ids.
+TEST(GeneratedText, IdsBeyondTheTokenizerReadAsTheReplacementCharacter) {
+  ByteTokenizer tok(300);
+  std::vector<int64_t> ids = tok.encode("19");
+  ids.push_back(tok.vocab_size());  // the first id it does not have
+  for (int64_t id : tok.encode("x")) ids.push_back(id);
+  ids.push_back(-1);
+  EXPECT_EQ(generated_text(tok, ids, true), "19\xEF\xBF\xBDx\xEF\xBF\xBD");
+  EXPECT_EQ(generated_text(tok, tok.encode("abc"), true), "abc");
+  EXPECT_EQ(generated_text(tok, {}, true), "");
+}
 
 TEST(ByteTokenizer, IdsAreBytesWithDedicatedSpecials) {
   ByteTokenizer tok(300);

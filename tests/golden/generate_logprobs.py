@@ -103,15 +103,18 @@ def build(idx, name):
     }
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def write_or_check(build_case, file_name, summary, description):
+    """Builds every case of CASES with build_case(idx, name) and writes it to
+    <case>/file_name, or with --check compares it with the file on disk
+    (exit 1 naming what differs). summary(golden) is printed per case."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="recompute and compare with the files on disk")
     args = ap.parse_args()
     torch.set_num_threads(1)
     mismatched = []
     for idx, name in enumerate(CASES):
-        golden = build(idx, name)
-        path = os.path.join(HERE, name, "logprobs.json")
+        golden = build_case(idx, name)
+        path = os.path.join(HERE, name, file_name)
         if args.check:
             bad = json_close(json.load(open(path)), json.loads(fmt_json(golden))) if os.path.exists(path) else "missing"
             if bad:
@@ -119,11 +122,17 @@ def main():
         else:
             with open(path, "w") as f:
                 f.write(fmt_json(golden))
-        print(f"{name}: sum of log-probs at T={TEMPERATURES[0]}: {sum(sum(r) for r in golden['logprobs'][0]):.6f}, "
-              f"at T={TEMPERATURES[1]}: {sum(sum(r) for r in golden['logprobs'][1]):.6f}")
+        print(f"{name}: {summary(golden)}")
     if mismatched:
         print("differs from disk:\n  " + "\n  ".join(mismatched))
         sys.exit(1)
+
+
+def main():
+    write_or_check(build, "logprobs.json",
+                   lambda g: f"sum of log-probs at T={TEMPERATURES[0]}: {sum(sum(r) for r in g['logprobs'][0]):.6f}, "
+                             f"at T={TEMPERATURES[1]}: {sum(sum(r) for r in g['logprobs'][1]):.6f}",
+                   __doc__)
 
 
 if __name__ == "__main__":

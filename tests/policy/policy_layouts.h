@@ -3,11 +3,18 @@
 // the policy.dtensor_cfg overrides that describe it to the model setup.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist/device_mesh.h"
 #include "train/layout_parity.h"
+#include "train/model_setup.h"
 
 namespace tessel::policy::testing {
 
@@ -49,5 +56,19 @@ inline std::vector<Layout> dense_layouts() {
 
 // Expert parallelism (MoE presets only), alone and over FSDP.
 inline std::vector<Layout> expert_layouts() { return {{"ep 2", 2, 1, 1, 1, 2}, {"ep 2 x fsdp 2", 4, 1, 1, 1, 2}}; }
+
+// Each of this rank's parameters `got` (train::mesh_state_dict of a run on a
+// layout) against its piece of the one-process run's whole ones `ref`.
+inline void expect_same_parameters(const std::vector<std::pair<std::string, train::MeshParameter>>& got,
+                                   const std::vector<std::pair<std::string, train::MeshParameter>>& ref,
+                                   const std::string& what) {
+  std::map<std::string, at::Tensor> whole;
+  for (const auto& [name, p] : ref) whole[name] = p.local.detach();
+  for (const auto& [name, p] : got) {
+    const at::Tensor expected = p.spec.local_view(whole.at(name), p.coords);
+    EXPECT_TRUE(at::allclose(p.local.detach(), expected, 1e-4, 1e-5))
+        << what << ": " << name << " max diff " << (p.local.detach() - expected).abs().max().item<float>();
+  }
+}
 
 }  // namespace tessel::policy::testing

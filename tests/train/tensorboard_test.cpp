@@ -8,6 +8,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -211,6 +212,33 @@ TEST_F(TensorBoardTest, RecordsAreCompleteBeforeTheWriterCloses) {
   EXPECT_EQ(second.scalars, (std::map<std::string, float>{{"a/x", 1.5F}, {"a/y", -2.25F}}));
   EXPECT_GT(second.wall_time, 1.6e9);  // seconds since 1970: written after 2020
   EXPECT_GE(second.wall_time, first.wall_time);
+}
+
+// A recipe's metrics beside the loss (DPO's, GRPO's rewards and phase times)
+// are plotted as metrics.jsonl has them; a validation without a loss (GRPO's
+// scores generations: its loss is NaN) plots its metrics only.
+TEST_F(TensorBoardTest, ObjectiveMetricsArePlottedAndALosslessValidationHasNoLoss) {
+  const fs::path dir = dir_ / "tb";
+  TensorBoardWriter writer(dir);
+  StepMetrics step;
+  step.step = 3;
+  step.loss = 0.25;
+  step.objective_metrics = {{"loss", 0.25}, {"reward_mean", 0.5}, {"generation_s", 1.5}};
+  writer.write(step);
+  ValMetrics val;
+  val.step = 3;
+  val.loss = std::nan("");
+  val.valid_tokens = 10;
+  val.objective_metrics = {{"loss", val.loss}, {"accuracy", 0.75}};
+  writer.write(val);
+  const auto records = read_records(writer.path());
+  ASSERT_EQ(records.size(), 3u);
+  const auto train_scalars = decode_event(records[1]).scalars;
+  EXPECT_EQ(train_scalars.at("train/reward_mean"), 0.5F);
+  EXPECT_EQ(train_scalars.at("train/generation_s"), 1.5F);
+  EXPECT_EQ(train_scalars.at("train/loss"), 0.25F);
+  EXPECT_EQ(decode_event(records[2]).scalars,
+            (std::map<std::string, float>{{"validation/valid_tokens", 10.0F}, {"validation/accuracy", 0.75F}}));
 }
 
 TEST_F(TensorBoardTest, TheDecoderRejectsACorruptedRecord) {

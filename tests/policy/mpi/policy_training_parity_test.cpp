@@ -18,7 +18,6 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -166,13 +165,7 @@ void expect_same(const PolicyRun& got, const PolicyRun& ref, const std::string& 
           << what << " step " << s + 1 << " " << r.metrics[i].first;
     }
   }
-  std::map<std::string, at::Tensor> whole;
-  for (const auto& [name, p] : ref.placed) whole[name] = p.local.detach();
-  for (const auto& [name, p] : got.placed) {
-    const at::Tensor expected = p.spec.local_view(whole.at(name), p.coords);
-    EXPECT_TRUE(at::allclose(p.local.detach(), expected, 1e-4, 1e-5))
-        << what << ": " << name << " max diff " << (p.local.detach() - expected).abs().max().item<float>();
-  }
+  testing::expect_same_parameters(got.placed, ref.placed, what);
 }
 
 class PolicyTrainingParity : public ::testing::Test {

@@ -1,0 +1,111 @@
+// GRPO steps on every layout against one process (SPEC 8, SPEC 11), 4 ranks
+// in one launch: the whole recipe (policy/grpo_recipe.h) for 3 steps, each
+// generating rollouts from the weights the previous step trained, scoring
+// them, computing advantages, the previous and reference log-probs, and the
+// clipped loss with the KL term over micro batches. At FSDP 2, HSDP 2x2,
+// TP 2 (decoding tensor-parallel), TP 2 + SP, CP 2 and TP 2 x FSDP 2 the
+// rollouts' tokens, the rewards, every step's loss, grad norm and objective
+// metrics, and the final parameters equal one process's.
+//
+// The rewards come from a rule on the response text that varies between
+// rollouts of a random tiny model (policy/grpo_test_run.h).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/loader.h"
+#include "dist/communicator.h"
+#include "policy/grpo_recipe.h"
+#include "policy/grpo_test_run.h"
+#include "policy/policy_layouts.h"
+#include "support/source_tree.h"
+#include "train/layout_parity.h"
+
+namespace tessel::policy {
+namespace {
+
+struct GrpoRun {
+  std::vector<train::StepMetrics> steps;
+  Rollouts last;  // the last step's rollouts
+  std::vector<std::pair<std::string, train::MeshParameter>> placed;
+};
+
+GrpoRun run_grpo(const testing::Layout& layout) {
+  auto o = layout.overrides();
+  o.insert(o.end(), {"policy.model_name=tiny-llama", "grpo.num_prompts_per_step=2",
+                     "grpo.num_generations_per_prompt=4", "grpo.max_num_steps=3", "grpo.val_period=0",
+                     "grpo.val_at_start=false", "grpo.val_at_end=false", "policy.train_micro_batch_size=2",
+                     "policy.logprob_batch_size=1", "policy.max_total_sequence_length=32",
+                     "policy.generation.max_new_tokens=6", "policy.generation.temperature=0.9",
+                     "policy.generation.top_p=0.95", "policy.optimizer.kwargs.lr=0.003",
+                     // AdamW's first steps move a weight by about lr x sign(gradient): with grpo.yaml's
+                     // eps of 1e-8 a gradient at rounding level (~1e-9, where layouts sum differently)
+                     // would decide a step of 0.003; the SFT recipe's 1e-5 keeps such weights still.
+                     "policy.optimizer.kwargs.eps=1e-5", "policy.scheduler=null",
+                     "loss_fn.reference_policy_kl_penalty=0.05", "loss_fn.ratio_clip_c=3.0",
+                     "checkpointing.enabled=false", "data.validation=null"});
+  const config::Config c = config::load_config(test_support::source_tree() / "examples" / "configs" / "grpo.yaml", o);
+  GrpoRun out;
+  train::TrainResult r = testing::run_grpo_with_byte_sums(c, layout.mesh(), &out.last);
+  out.steps = std::move(r.steps);
+  out.placed = train::mesh_state_dict(r.model);
+  return out;
+}
+
+// The step metrics that describe the computation (not its speed or the
+// layout's memory).
+const std::set<std::string>& timing_or_layout_metrics() {
+  static const std::set<std::string> names = {"generation_tokens_per_s", "refit_s",         "generation_s",
+                                              "rollout_s",               "logprobs_s",      "decoding_weight_mib",
+                                              "kv_cache_mib"};
+  return names;
+}
+
+void expect_same(const GrpoRun& got, const GrpoRun& ref, const std::string& what) {
+  ASSERT_EQ(got.steps.size(), ref.steps.size()) << what;
+  for (size_t s = 0; s < ref.steps.size(); ++s) {
+    const auto &g = got.steps[s], &r = ref.steps[s];
+    EXPECT_NEAR(g.loss, r.loss, 2e-5 * std::max(1.0, std::abs(r.loss))) << what << " step " << s + 1;
+    EXPECT_NEAR(g.grad_norm, r.grad_norm, 1e-4 * r.grad_norm) << what << " step " << s + 1;
+    EXPECT_EQ(g.valid_tokens, r.valid_tokens) << what << " step " << s + 1;
+    ASSERT_EQ(g.objective_metrics.size(), r.objective_metrics.size()) << what;
+    for (size_t i = 0; i < r.objective_metrics.size(); ++i) {
+      const auto& [name, value] = r.objective_metrics[i];
+      EXPECT_EQ(g.objective_metrics[i].first, name);
+      if (timing_or_layout_metrics().count(name) != 0) continue;
+      EXPECT_NEAR(g.objective_metrics[i].second, value, 5e-5 * std::max(1.0, std::abs(value)))
+          << what << " step " << s + 1 << " " << name;
+    }
+  }
+  EXPECT_TRUE(at::equal(got.last.responses.tokens, ref.last.responses.tokens)) << what;
+  EXPECT_EQ(got.last.rewards, ref.last.rewards) << what;
+  testing::expect_same_parameters(got.placed, ref.placed, what);
+}
+
+class GrpoLayouts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (dist::world()->size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  }
+};
+
+TEST_F(GrpoLayouts, StepsEqualOneProcessOnEveryLayout) {
+  const GrpoRun ref = run_grpo(testing::one_process());
+  ASSERT_EQ(ref.steps.size(), 3u);
+  // The run trains: rewards differ within a prompt's rollouts, so some
+  // advantage is not 0, and the weights move.
+  for (const auto& s : ref.steps) {
+    EXPECT_GT(train::metric(s.objective_metrics, "reward_std"), 0.0);
+    EXPECT_GT(train::metric(s.objective_metrics, "advantage_abs_mean"), 0.0);
+    EXPECT_GT(s.grad_norm, 0.0);
+  }
+  for (const auto& layout : testing::dense_layouts()) expect_same(run_grpo(layout), ref, "grpo at " + layout.name);
+}
+
+}  // namespace
+}  // namespace tessel::policy
