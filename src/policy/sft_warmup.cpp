@@ -5,7 +5,8 @@
 #include "config/loader.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "train/checkpoint.h"
+#include "train/hf_export.h"
+#include "train/resume_point.h"
 #include "train/train_options.h"
 
 namespace tessel::policy {
@@ -29,6 +30,9 @@ config::Config sft_warmup_config(const config::Config& grpo_config, const std::s
     if (const config::Config* node = grpo_config.find(section)) sft.set(section, *node);
   }
   sft.set("checkpointing.enabled", config::Config(true));
+  // Each saved step then holds its model as an HF directory, written by the
+  // ranks from their shards: GRPO starts from the last one.
+  sft.set("checkpointing.save_consolidated", config::Config(true));
   (void)train::train_options_from(sft);  // every key checked before anything runs
   return sft;
 }
@@ -40,12 +44,14 @@ config::Config run_sft_warmup(const config::Config& grpo_config, const std::stri
   const bool rank0 = mesh.world()->rank() == 0;
   if (rank0) log::info("sft_warmup: {} steps of SFT on '{}' first", options.max_num_steps, options.train_data.name);
   train::train(sft, mesh, run);
-  const fs::path model_dir = fs::path(options.checkpoint.dir) / "hf";
-  if (rank0) {
-    const fs::path step = train::convert_checkpoint_to_hf(options.checkpoint.dir, model_dir);
-    log::info("sft_warmup: exported {} as {}; GRPO starts from it", step.string(), model_dir.string());
-  }
+  const std::optional<fs::path> step = train::agreed_latest_checkpoint(options.checkpoint.dir, *mesh.world());
+  TESSEL_CHECK(step.has_value(), "sft_warmup: the warm-up left no checkpoint in {}", options.checkpoint.dir);
+  const fs::path model_dir = *step / train::kConsolidatedDirName;
+  // A step saved before save_consolidated was set (a warm-up run by an older
+  // tessel) has no HF directory yet: rank 0 exports it from the checkpoint.
+  if (rank0 && !fs::is_directory(model_dir)) (void)train::export_checkpoint(*step, model_dir, train::HfExportOptions{});
   mesh.world()->barrier();
+  if (rank0) log::info("sft_warmup: GRPO starts from {}", model_dir.string());
   config::Config out = grpo_config;
   out.set("policy.model_name", config::Config(model_dir.string()));
   return out;

@@ -2,9 +2,11 @@
 // random model finds no reward to learn from, so a run may first teach the
 // task's format with SFT. PATH names an SFT recipe (relative paths from the
 // GRPO config's directory); it trains the GRPO config's policy.model_name on
-// the GRPO run's layout (its policy.dtensor_cfg and cluster), its last
-// checkpoint is exported as a Hugging Face directory
-// (<its checkpointing.checkpoint_dir>/hf), and GRPO starts from that model.
+// the GRPO run's layout (its policy.dtensor_cfg and cluster) with
+// checkpointing.save_consolidated on, and GRPO starts from the Hugging Face
+// directory of its last saved step (<checkpoint_dir>/step_<N>/consolidated).
+// A second run of the same config resumes the finished warm-up (no steps)
+// and starts GRPO from the same directory.
 #pragma once
 
 #include <filesystem>
