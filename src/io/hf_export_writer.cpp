@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "io/box_rows.h"
 #include "io/safetensors_dtype.h"
 
 namespace tessel::io {
@@ -121,17 +122,11 @@ void HfExportWriter::write_piece(const std::string& name, const std::vector<int6
     return;
   }
   const std::vector<int64_t> shape = data.sizes().vec();
-  // As SafetensorsFile::read_box_into reads a box: rows along `row_dim`,
-  // each a contiguous run of the file over the dims after it.
-  std::vector<uint64_t> stride(rank, itemsize);
-  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * static_cast<uint64_t>(t.shape[d]);
-  size_t innermost_partial = rank - 1;
-  while (innermost_partial > 0 && shape[innermost_partial] == t.shape[innermost_partial]) --innermost_partial;
-  const size_t row_dim = innermost_partial > 0 ? innermost_partial - 1 : 0;
-  uint64_t run = itemsize;
-  for (size_t d = row_dim + 1; d < rank; ++d) run *= static_cast<uint64_t>(shape[d]);
-  uint64_t inner = 0;
-  for (size_t d = row_dim + 1; d < rank; ++d) inner += static_cast<uint64_t>(offset[d]) * stride[d];
+  const BoxRows rows = box_rows(t.shape, offset, shape, itemsize);
+  const std::vector<uint64_t>& stride = rows.stride;
+  const size_t row_dim = rows.row_dim;
+  const uint64_t run = rows.run;
+  const uint64_t inner = rows.inner;
   // Consecutive runs that are adjacent in the file go out in one write.
   uint64_t pending_at = 0, pending_bytes = 0;
   const std::byte* pending = bytes;

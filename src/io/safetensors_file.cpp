@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "io/box_rows.h"
 #include "io/byte_copy.h"
 #include "io/name_hints.h"
 #include "io/safetensors_dtype.h"
@@ -175,18 +176,12 @@ void SafetensorsFile::read_box_into(const std::string& name, const std::vector<i
     dst.copy_(one);
     return;
   }
-  // Strides (bytes) of the file tensor, and the byte offset of the box's corner.
-  std::vector<uint64_t> stride(rank, itemsize);
-  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * static_cast<uint64_t>(t.shape[d]);
-  // The box is read as rows along `row_dim`, each a contiguous run of the
-  // file over the dims after it: row_dim is the dim just outside the
-  // innermost one the box does not span whole (dim 0 when only dim 0 is
-  // partial, or none). Outer dims are walked one index tuple at a time.
-  size_t innermost_partial = rank - 1;
-  while (innermost_partial > 0 && shape[innermost_partial] == t.shape[innermost_partial]) --innermost_partial;
-  const size_t row_dim = innermost_partial > 0 ? innermost_partial - 1 : 0;
-  uint64_t run = itemsize;
-  for (size_t d = row_dim + 1; d < rank; ++d) run *= static_cast<uint64_t>(shape[d]);
+  // Rows along row_dim, each a contiguous run of the file (io/box_rows.h).
+  const BoxRows rows_of_box = box_rows(t.shape, offset, shape, itemsize);
+  const std::vector<uint64_t>& stride = rows_of_box.stride;
+  const size_t row_dim = rows_of_box.row_dim;
+  const uint64_t run = rows_of_box.run;
+  const uint64_t inner = rows_of_box.inner;
   // Rows move in batches of about kBatchBytes: copied straight into dst when
   // it can take the bytes as they are, else through a host staging buffer
   // that converts the dtype or crosses to dst's device (a rank's shard on a
@@ -206,8 +201,6 @@ void SafetensorsFile::read_box_into(const std::string& name, const std::vector<i
     for (int64_t r0 = 0; r0 < shape[row_dim]; r0 += batch_rows) {
       const int64_t rows = std::min(batch_rows, shape[row_dim] - r0);
       const uint64_t first = base + at_row + static_cast<uint64_t>(offset[row_dim] + r0) * stride[row_dim];
-      uint64_t inner = 0;
-      for (size_t d = row_dim + 1; d < rank; ++d) inner += static_cast<uint64_t>(offset[d]) * stride[d];
       const std::byte* src = file_->data() + first + inner;
       at::Tensor target = dst_rows.narrow(0, r0, rows);
       if (direct && target.is_contiguous()) {
