@@ -1,9 +1,17 @@
 # Shared names of the pretend cluster (sourced by the scripts beside it).
-CLUSTER_PREFIX=tessel-node
-CLUSTER_SWITCH=tessel-switch
+# TESSEL_CLUSTER_NAME (default "tessel") prefixes every namespace, so several
+# clusters (tests of two checkouts at once) live side by side: each has its
+# own switch, so the same subnet inside each does not collide.
+CLUSTER_NAME=${TESSEL_CLUSTER_NAME:-tessel}
+[[ $CLUSTER_NAME =~ ^[a-z][a-z0-9-]{0,20}$ ]] || {
+  echo "cluster: TESSEL_CLUSTER_NAME='$CLUSTER_NAME' must be 1-21 of a-z, 0-9, - (starting with a letter)" >&2
+  exit 2
+}
+CLUSTER_PREFIX=$CLUSTER_NAME-node
+CLUSTER_SWITCH=$CLUSTER_NAME-switch
 CLUSTER_SUBNET=10.213.0
 CLUSTER_MTU=9000
-CLUSTER_STATE=${TESSEL_CLUSTER_STATE:-/run/tessel-cluster}
+CLUSTER_STATE=${TESSEL_CLUSTER_STATE:-/run/$CLUSTER_NAME-cluster}
 mkdir -p "$CLUSTER_STATE" 2>/dev/null || true
 
 cluster_die() { echo "cluster: $*" >&2; exit 2; }

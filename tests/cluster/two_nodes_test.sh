@@ -19,6 +19,8 @@ bin=${TESSEL_BINARY_DIR:?}/bin/tessel
 if [[ $(id -u) -ne 0 ]]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
 if ! ip netns add tessel-probe-$$ 2>/dev/null; then echo "SKIP: cannot create network namespaces here"; exit 77; fi
 ip netns del tessel-probe-$$
+# A cluster of this test's own: another checkout's test may run beside it.
+export TESSEL_CLUSTER_NAME=t2n$$
 export TESSEL_CLUSTER_STATE=$(mktemp -d /tmp/tessel_cluster_test.XXXXXX)
 work=$TESSEL_CLUSTER_STATE
 trap 'bash "$root/scripts/cluster/down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
