@@ -16,5 +16,7 @@ shift
 nodes=$(cat "$CLUSTER_STATE/nodes")
 hostfile=$CLUSTER_STATE/hostfile
 : >"$hostfile"
-for ((i = 0; i < nodes; i++)); do echo "node$i slots=$per_node max_slots=$per_node" >>"$hostfile"; done
+# Addresses rather than names: nothing resolves nodeN here, and `tessel run
+# --hostfile` asks the file's hosts whether they answer when a job fails.
+for ((i = 0; i < nodes; i++)); do echo "$(cluster_ip "$i") slots=$per_node max_slots=$per_node" >>"$hostfile"; done
 exec bash "$here/exec.sh" 0 mpirun --hostfile "$hostfile" -np $((nodes * per_node)) --map-by slot "$@"

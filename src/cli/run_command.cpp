@@ -1,8 +1,9 @@
 // `tessel run -n N [--hostfile F] [--mpirun PATH] -- ARGS...`: starts N ranks
 // of this same tessel binary through mpirun, for people who do not know
-// mpirun's flags (dist/launcher.h lists them and says why each is there). The
-// process is replaced by mpirun, so its exit code — the first failing rank's —
-// is the command's exit code.
+// mpirun's flags (dist/launcher.h lists them and says why each is there).
+// mpirun runs under dist/job_supervisor.h, which ends a job mpirun cannot end
+// (a node lost) and names the lost node; the command's exit code is mpirun's
+// (the first failing rank's), or 1 when tessel run had to end the job.
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -17,9 +18,12 @@
 
 #include "cli/commands.h"
 #include "cli/environment_check.h"
+#include "cli/self_launch.h"
 #include "core/error.h"
 #include "dist/core_sharing.h"
+#include "dist/job_supervisor.h"
 #include "dist/launcher.h"
+#include "train/progress.h"
 
 namespace tessel::cli {
 
@@ -73,10 +77,14 @@ void run_launch(const RunArgs& args) {
   options.program_args = args.program_args;
   options.as_root = ::geteuid() == 0;
   options.local_cores = dist::usable_cores();
+  // As relaunch_self does: mpirun gives rank 0 a pty, so tell it what the
+  // person's stdout really is (a terminal gets the redrawn bar, a log lines).
+  ::setenv(kProgressTtyEnv, train::Progress::is_terminal(stdout) ? "1" : "0", 1);
   options.forward_env = dist::tessel_env_names();
   const std::vector<std::string> argv = dist::mpirun_command(options);
   std::fprintf(stderr, "tessel run: %s\n", fmt::format("{}", fmt::join(argv, " ")).c_str());
-  dist::exec_command(argv);
+  dist::SupervisedLaunch launch{argv, args.hostfile, this_command_line(), dist::default_abort_grace()};
+  std::exit(dist::supervise_launch(launch));
 }
 
 }  // namespace

@@ -8,9 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "dist/core_sharing.h"
+#include "dist/job_supervisor.h"
 #include "dist/launcher.h"
 #include "train/progress.h"
 
@@ -51,7 +54,34 @@ void relaunch_self(const std::string& command, const std::vector<std::string>& p
   std::fprintf(stderr, "tessel %s: starting %d processes: %s\n", command.c_str(), num_ranks,
                fmt::format("{}", fmt::join(argv, " ")).c_str());
   std::fflush(stderr);
-  dist::exec_command(argv);
+  dist::SupervisedLaunch launch{argv, "", this_command_line(), dist::default_abort_grace()};
+  std::exit(dist::supervise_launch(launch));
+}
+
+std::string this_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  const std::string all = bytes.str();
+  std::string line;
+  size_t begin = 0;
+  while (begin < all.size()) {
+    size_t end = all.find('\0', begin);
+    if (end == std::string::npos) end = all.size();
+    const std::string word = all.substr(begin, end - begin);
+    const bool plain = !word.empty() && word.find_first_not_of(
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=./:,@%") == std::string::npos;
+    if (!line.empty()) line += ' ';
+    if (plain) {
+      line += word;
+    } else {
+      line += '\'';
+      for (char c : word) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      line += '\'';
+    }
+    begin = end + 1;
+  }
+  return line;
 }
 
 bool progress_is_terminal() {

@@ -18,11 +18,15 @@ inline constexpr const char* kProgressTtyEnv = "TESSEL_PROGRESS_TTY";
 // True inside a process an MPI launcher started (Open MPI, PMI, PMIx).
 bool under_mpi_launcher();
 
-// Replaces this process with `mpirun -np num_ranks <this binary> program_args`
-// (`mpirun` a name on PATH or a path). tessel::Error, with the command to run
-// by hand, when mpirun cannot be found.
+// Runs `mpirun -np num_ranks <this binary> program_args` (`mpirun` a name on
+// PATH or a path) under dist/job_supervisor.h and exits with its status.
+// tessel::Error, with the command to run by hand, when mpirun cannot be found.
 [[noreturn]] void relaunch_self(const std::string& command, const std::vector<std::string>& program_args,
                                 int num_ranks, const std::string& mpirun);
+
+// This process's command line as a shell would take it back (arguments
+// quoted where needed), e.g. for "resume with: ..." messages.
+std::string this_command_line();
 
 // Whether rank 0's progress output goes to a terminal: what the relaunching
 // process recorded, else stdout itself.

@@ -4,10 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <string_view>
 
@@ -81,18 +79,6 @@ std::string find_executable(const std::string& name) {
     begin = end + 1;
   }
   return "";
-}
-
-void exec_command(const std::vector<std::string>& argv) {
-  TESSEL_CHECK(!argv.empty(), "exec_command needs a program");
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  ::execv(args[0], args.data());
-  const int err = errno;
-  throw Error(fmt::format("could not start {}: {}", argv[0], std::strerror(err)));
 }
 
 }  // namespace tessel::dist

@@ -40,8 +40,4 @@ std::vector<std::string> tessel_env_names();
 // is); "" when not found or not executable.
 std::string find_executable(const std::string& name);
 
-// Replaces this process with argv (execv). Returns only by throwing
-// tessel::Error when the exec failed.
-[[noreturn]] void exec_command(const std::vector<std::string>& argv);
-
 }  // namespace tessel::dist

@@ -2,25 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-#include <cstdlib>
+#include <regex>
 
-#include "core/error.h"
+#include "core/env_duration.h"
 
 namespace tessel::dist {
 
 std::chrono::milliseconds default_collective_timeout() {
-  const char* env = std::getenv("TESSEL_COLLECTIVE_TIMEOUT_S");
-  if (env == nullptr || *env == '\0') return std::chrono::seconds(300);
-  char* end = nullptr;
-  const double seconds = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !std::isfinite(seconds) || seconds <= 0) {
-    throw UsageError(fmt::format(
-        "TESSEL_COLLECTIVE_TIMEOUT_S='{}' is not a positive number of seconds; set it to e.g. "
-        "300, or unset it for the default of 300 s",
-        env));
-  }
-  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
+  return seconds_from_env("TESSEL_COLLECTIVE_TIMEOUT_S", std::chrono::seconds(300));
 }
 
 std::string timeout_message(const std::string& collective, const std::string& group,
@@ -32,6 +21,21 @@ std::string timeout_message(const std::string& collective, const std::string& gr
       "tessel: collective {} on group '{}' did not finish within {} on rank {}: a peer process "
       "likely died or hangs. Set TESSEL_COLLECTIVE_TIMEOUT_S to change the limit.",
       collective, group, limit, world_rank);
+}
+
+std::optional<TimedOutCollective> parse_timeout_message(std::string_view line) {
+  // The fixed words of timeout_message() above; a rank's line may arrive with
+  // a launcher's prefix (mpirun --tag-output) before "tessel:".
+  static const std::regex pattern(
+      R"(tessel: collective (\S+) on group '([^']*)' did not finish within (\S+ s) on rank (\d{1,9}):)");
+  std::match_results<std::string_view::const_iterator> match;
+  if (!std::regex_search(line.begin(), line.end(), match, pattern)) return std::nullopt;
+  TimedOutCollective found;
+  found.collective = match[1].str();
+  found.group = match[2].str();
+  found.limit = match[3].str();
+  found.world_rank = std::stoi(match[4].str());
+  return found;
 }
 
 }  // namespace tessel::dist

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace tessel::dist {
 
@@ -19,5 +21,18 @@ std::chrono::milliseconds default_collective_timeout();
 // change the limit."
 std::string timeout_message(const std::string& collective, const std::string& group,
                             std::chrono::milliseconds timeout, int world_rank);
+
+// What a rank's timeout_message() says, read back from a line of the job's
+// output by the process that launched it (dist/job_supervisor.h), which sees
+// the ranks' messages but not their state.
+struct TimedOutCollective {
+  std::string collective;  // "all_reduce"
+  std::string group;       // "dp (ranks 0,1,2,3)"
+  std::string limit;       // "30 s"
+  int world_rank = -1;
+};
+
+// The collective a line of timeout_message() names; nullopt for any other line.
+std::optional<TimedOutCollective> parse_timeout_message(std::string_view line);
 
 }  // namespace tessel::dist

@@ -14,16 +14,7 @@
 # Needs root and network namespaces; exits 77 (skipped) with the reason where
 # they are not available.
 set -euo pipefail
-root=${TESSEL_SOURCE_DIR:?}
-bin=${TESSEL_BINARY_DIR:?}/bin/tessel
-if [[ $(id -u) -ne 0 ]]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
-if ! ip netns add tessel-probe-$$ 2>/dev/null; then echo "SKIP: cannot create network namespaces here"; exit 77; fi
-ip netns del tessel-probe-$$
-# A cluster of this test's own: another checkout's test may run beside it.
-export TESSEL_CLUSTER_NAME=t2n$$
-export TESSEL_CLUSTER_STATE=$(mktemp -d /tmp/tessel_cluster_test.XXXXXX)
-work=$TESSEL_CLUSTER_STATE
-trap 'bash "$root/scripts/cluster/down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/cluster_test_setup.sh" t2n
 bash "$root/scripts/cluster/up.sh" 2 1gbit
 
 # Every step's record carries its sent bytes (logger.rank_metrics_period 1).
