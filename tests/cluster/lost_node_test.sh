@@ -22,49 +22,17 @@ node1=$TESSEL_CLUSTER_NAME-node1
 printf '10.213.0.1 slots=2\n10.213.0.2 slots=2\n' >"$work/hostfile"
 steps=400
 
-# Starts `tessel run` on node 0 for run NAME in the background; $! is its pid.
-start_run() {
-  local name=$1
-  bash "$root/scripts/cluster/exec.sh" 0 "$bin" run -n 4 --hostfile "$work/hostfile" -- train \
-    "$root/examples/configs/default.yaml" cluster.num_nodes=2 cluster.gpus_per_node=2 \
-    sft.max_num_steps=$steps sft.val_period=0 sft.val_at_start=false sft.val_at_end=false \
-    checkpointing.enabled=true checkpointing.save_period=10 "checkpointing.checkpoint_dir=$work/$name/ckpt" \
-    "logger.log_dir=$work/$name/logs" --no-print-config >"$work/$name.log" 2>&1 &
-}
-# Waits until run NAME has logged step N (or ended).
-wait_for_step() {
-  local name=$1 step=$2 pid=$3
-  while kill -0 "$pid" 2>/dev/null; do
-    if [[ -f $work/$name/logs/metrics.jsonl ]] &&
-      grep -q "\"split\":\"train\",\"step\":$step," "$work/$name/logs/metrics.jsonl"; then return 0; fi
-    sleep 0.2
-  done
-  echo "FAIL: run $name ended before step $step"; tail -20 "$work/$name.log"; exit 1
-}
-# Every train record of metrics file A has the loss of B's record of the same step.
-same_losses() {
-  python3 - "$1" "$2" "$3" <<'PY'
-import json, sys
-def rows(p): return [r for r in map(json.loads, open(p)) if r.get("split") == "train"]
-got, ref, what = rows(sys.argv[1]), {r["step"]: r["loss"] for r in rows(sys.argv[2])}, sys.argv[3]
-bad = [(r["step"], r["loss"], ref.get(r["step"])) for r in got if ref.get(r["step"]) != r["loss"]]
-steps = sorted({r["step"] for r in got})
-ok = not bad and steps and steps[-1] == max(ref)
-print(("ok   " if ok else "FAIL ") + f"{what}: {len(got)} step records up to step {steps[-1] if steps else None}, "
-      f"{len(bad)} losses differ from the undisturbed run's" + (f" (first: {bad[0]})" if bad else ""))
-sys.exit(0 if ok else 1)
-PY
-}
+source "$root/scripts/cluster/training_job.sh"
 fail=0
 
 # The undisturbed run.
-TESSEL_COLLECTIVE_TIMEOUT_S=60 start_run reference
+TESSEL_COLLECTIVE_TIMEOUT_S=60 job_start reference
 wait $! || { echo "FAIL: the undisturbed run failed"; tail -20 "$work/reference.log"; exit 1; }
 
 # A 10 s outage against a 60 s collective timeout.
-TESSEL_COLLECTIVE_TIMEOUT_S=60 start_run outage
+TESSEL_COLLECTIVE_TIMEOUT_S=60 job_start outage
 pid=$!
-wait_for_step outage 20 "$pid"
+job_wait_for_step outage 20 "$pid"
 ip -n "$node1" link set eth0 down
 sleep 10
 ip -n "$node1" link set eth0 up
@@ -73,13 +41,13 @@ kill -0 "$pid" 2>/dev/null && still_running=1
 if wait "$pid"; then echo "ok   outage: the job finished (exit 0)"; else echo "FAIL outage: exit non-zero"; tail -20 "$work/outage.log"; fail=1; fi
 if ((still_running)); then echo "ok   outage: the job was still running when the link came back"
 else echo "FAIL outage: the job ended before the link came back (too short to test the outage)"; fail=1; fi
-same_losses "$work/outage/logs/metrics.jsonl" "$work/reference/logs/metrics.jsonl" outage || fail=1
+job_same_losses "$work/outage/logs/metrics.jsonl" "$work/reference/logs/metrics.jsonl" outage || fail=1
 
 # Node 1 lost for good.
 timeout_s=10
-TESSEL_COLLECTIVE_TIMEOUT_S=$timeout_s start_run lost
+TESSEL_COLLECTIVE_TIMEOUT_S=$timeout_s job_start lost
 pid=$!
-wait_for_step lost 25 "$pid"
+job_wait_for_step lost 25 "$pid"
 ip -n "$node1" link set eth0 down
 down_at=$(date +%s.%N)
 # A hang is a failure, not a stuck test: give up on the launcher at 5 minutes.
@@ -94,7 +62,7 @@ if python3 -c "import sys; sys.exit(0 if $took <= $timeout_s + 30 else 1)"; then
 else echo "FAIL lost: tessel run returned ${took} s after the link went down (bound: $((timeout_s + 30)) s)"; fail=1; fi
 summary=$(grep '^tessel run: the job failed' "$work/lost.log" || true)
 echo "     $summary"
-for want in "lost node 10.213.0.2 " "on group 'd" "resume from the last checkpoint with: "; do
+for want in "lost node 10.213.0.2 " " on group '" "resume from the last checkpoint with: "; do
   if [[ $summary == *"$want"* ]]; then echo "ok   lost: the closing line says '$want'"
   else echo "FAIL lost: the closing line lacks '$want'"; fail=1; fi
 done
@@ -113,6 +81,6 @@ if [[ -n $summary ]]; then
   TESSEL_COLLECTIVE_TIMEOUT_S=60 bash "$root/scripts/cluster/exec.sh" 0 sh -c "$resume" >"$work/resumed.log" 2>&1 ||
     { echo "FAIL resumed: exit non-zero"; tail -20 "$work/resumed.log"; fail=1; }
   grep -o 'resum[a-z]* from [^,;]*' "$work/resumed.log" | head -1 | sed 's/^/     /' || true
-  same_losses "$work/lost/logs/metrics.jsonl" "$work/reference/logs/metrics.jsonl" "lost and resumed" || fail=1
+  job_same_losses "$work/lost/logs/metrics.jsonl" "$work/reference/logs/metrics.jsonl" "lost and resumed" || fail=1
 fi
 exit $fail
