@@ -75,6 +75,9 @@ SwitchType=switch/none
 MpiDefault=none
 SelectType=select/linear
 SchedulerType=sched/builtin
+# A requeued job waits for a scheduling pass once its begin time has come
+# (nothing else wakes the scheduler then): every 5 s, not every 60.
+SchedulerParameters=sched_interval=5
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none

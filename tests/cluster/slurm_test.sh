@@ -51,10 +51,12 @@ submit() {  # submit NAME: the job's id; its output in $work/NAME.out
     "${train_args[@]}" checkpointing.checkpoint_dir="$work/$1/ckpt" logger.log_dir="$work/$1/logs"
 }
 field() { slurm scontrol show job -o "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-wait_ended() {  # wait_ended JOB: its final state (a guard against a hang ends the wait after 5 min)
-  local state
+wait_ended() {  # wait_ended JOB: its final state (a guard against a hang ends the wait after 5 min);
+  local state last= start=$SECONDS  # each change of state, with the seconds since the call, to $work/states
   for _ in $(seq 600); do
     state=$(field "$1" JobState)
+    [[ $state != "$last" ]] && echo "$((SECONDS - start)) s: $state $(field "$1" NodeList)" >>"$work/states"
+    last=$state
     case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) break ;; esac
     sleep 0.5
   done
@@ -99,7 +101,9 @@ check lost "node1 runs ranks of the job: $(echo $ranks)" test -n "$ranks"
 kill -STOP $ranks
 ip -n "$TESSEL_CLUSTER_NAME-node1" link set eth0 down
 kill -CONT $ranks
+: >"$work/states"
 state=$(wait_ended "$job")
+echo "    after the cut: $(paste -sd ';' "$work/states" | sed 's/;/, /g')"
 check lost "job $job ended $state after $(field "$job" Restarts) requeue(s)" test "$state" = COMPLETED -a "$(field "$job" Restarts)" -ge 1
 check lost "the requeued job ran without node1: $(field "$job" NodeList)" test "$(field "$job" NodeList)" = "node[0,2]"
 check lost "node1 is down in SLURM: $(slurm sinfo -h -n node1 -o %T)" bash -c "[[ \$(bash '$cluster/slurm.sh' sinfo -h -n node1 -o %T) == down* ]]"
