@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs a SLURM client (sbatch, squeue, sinfo, scontrol, scancel, sacct-free
-# commands) on node0 of the pretend cluster against its own SLURM
+# Runs a SLURM client (sbatch, squeue, sinfo, scontrol, scancel; no sacct:
+# no accounting here) on node0 of the pretend cluster against its own SLURM
 # (slurm_up.sh): `scripts/cluster/slurm.sh sbatch -N 2 job.sbatch`. The
 # client, and a job it submits, get SLURM_CONF and exec.sh's OpenMPI
 # settings (sbatch passes the environment on to the job).
