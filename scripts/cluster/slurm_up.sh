@@ -35,7 +35,7 @@ bash "$here/slurm_down.sh" >/dev/null 2>&1 || true  # idempotent, like up.sh
 dir=$SLURM_STATE
 mkdir -p "$dir/munge" "$dir/ctld" "$dir/tmp"
 for ((i = 0; i < nodes; i++)); do mkdir -p "$dir/spool/node$i" "$dir/tmp.node$i"; done
-# munged refuses a key or socket directory others can write or read.
+# Only root enters: every daemon, client and job here runs as root.
 chmod 700 "$dir" "$dir/munge"
 # A fresh key per cluster: every daemon and client here shares one munged.
 head -c 1024 /dev/urandom >"$dir/munge/munge.key"
@@ -112,6 +112,8 @@ on_node() {
     sh -c "hostname node$node && mount --bind '$dir/tmp.node$node' '$dir/tmp' && exec \"\$@\"" sh "$@"
 }
 # munged on node0 (so down.sh, which ends the nodes' processes, ends it too).
+# --force: it refuses a socket in directories other users cannot enter (their
+# clients could not reach it), which is what these are.
 on_node 0 "${bin[munged]}" --force --origin="$(cluster_ip 0)" --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" \
   --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed" ||
   cluster_die "munged did not start: $(tail -n 3 "$dir/munge/munged.log" 2>/dev/null)"
