@@ -10,6 +10,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # the fuzz targets (fuzz/): libFuzzer and AddressSanitizer
+  slurmctld slurmd slurm-client munge  # SLURM on the pretend cluster (scripts/cluster/slurm_up.sh, tests/cluster/slurm_test.sh)
 )
 # python3-torch only generates golden test data (tests/golden/); the project is C++.
 if [[ "${TESSEL_WITH_PYTHON_GOLDEN:-0}" == 1 ]]; then packages+=(python3-torch); fi

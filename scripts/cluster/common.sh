@@ -13,6 +13,8 @@ CLUSTER_SUBNET=10.213.0
 CLUSTER_MTU=9000
 CLUSTER_STATE=${TESSEL_CLUSTER_STATE:-/run/$CLUSTER_NAME-cluster}
 mkdir -p "$CLUSTER_STATE" 2>/dev/null || true
+# SLURM on this cluster (slurm_up.sh): its config, munge key, spool and logs.
+SLURM_STATE=$CLUSTER_STATE/slurm
 
 cluster_die() { echo "cluster: $*" >&2; exit 2; }
 cluster_ns() { echo "$CLUSTER_PREFIX$1"; }
