@@ -56,11 +56,15 @@ int env_int(const char* name, int fallback) {
 }
 
 // World size announced by the launcher (OpenMPI, then MPICH/PMI, then PMIx).
+// SLURM's PMIx plugin (`srun --mpi=pmix`, 22.05) sets PMIX_RANK but no size;
+// its step's task count is the world MPI_Init will find.
 int launcher_world_size() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
     const int size = env_int(name, 0);
     if (size > 0) return size;
   }
+  const char* pmix_rank = std::getenv("PMIX_RANK");
+  if (pmix_rank != nullptr && *pmix_rank != '\0') return env_int("SLURM_STEP_NUM_TASKS", 1);
   return 1;
 }
 
@@ -71,7 +75,9 @@ void choose_compute_threads(bool multi_rank) {
     return;
   }
   if (!multi_rank) return;  // libtorch's default (honours OMP_NUM_THREADS)
-  const int local_ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("MPI_LOCALNRANKS", 1));
+  // OpenMPI's mpirun, MPICH's, SLURM's srun (its per-node count, when the job says one).
+  const int local_ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE",
+                                  env_int("MPI_LOCALNRANKS", env_int("SLURM_NTASKS_PER_NODE", 1)));
   // The cores this process may run on (its affinity mask: a cpuset or
   // taskset gives fewer than the machine has), shared by the node's ranks.
   const int threads = std::max(1, usable_cores() / local_ranks);

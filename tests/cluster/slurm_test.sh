@@ -4,6 +4,8 @@
 # job script examples/slurm/tessel.sbatch (HSDP 2x2, checkpoints every 3 steps):
 #   - submitted with sbatch, it completes on 2 nodes, and its loss per step
 #     equals the same run's under a plain 4-rank mpirun (`tessel run -n 4`);
+#   - `srun --mpi=pmix tessel train ...` in an allocation (no mpirun) gives
+#     the same losses;
 #   - a second submission loses a node: once the job has saved its step-3
 #     checkpoint, node1's link is taken down. SLURM marks node1 down, kills
 #     the job and requeues it (--requeue); the requeued job runs on node0 and
@@ -90,6 +92,12 @@ check plain "losses per step equal the plain mpirun run's" same_losses plain
 crossed=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "\"run\"" in l][-1]["inter_node_bytes"])' \
   "$work/plain/logs/metrics.jsonl")
 check plain "bytes crossed between nodes ($crossed)" test "$crossed" -gt 0
+
+# 1b. The ranks started by srun itself (SLURM's PMIx plugin, no mpirun).
+slurm srun --mpi=pmix -N 2 --ntasks-per-node=2 --cpu-bind=none "$bin" train "${train_args[@]}" \
+  checkpointing.enabled=true checkpointing.checkpoint_dir="$work/srun/ckpt" logger.log_dir="$work/srun/logs" \
+  >"$work/srun.log" 2>&1 || { echo "FAIL srun: exit non-zero"; tail -n 20 "$work/srun.log"; fail=1; }
+check srun "srun --mpi=pmix: losses per step equal the plain mpirun run's" same_losses srun
 
 # 2. node1 lost after the step-3 checkpoint.
 job=$(submit lost)
