@@ -22,6 +22,20 @@ void add_sent_bytes(nlohmann::ordered_json& j, const GroupBytes& sent) {
   for (const auto& [group, b] : sent) by_group[group] = {{"same_node", b.same_node}, {"other_node", b.other_node}};
   j["inter_node_bytes"] = total_other_node(sent);
 }
+
+// {"ranks": [3], "node": "node1", "whole_node": false, "wait_s": ..., ...}, or null.
+void add_straggler(nlohmann::ordered_json& j, const std::optional<Straggler>& s) {
+  if (!s) {
+    j["straggler"] = nullptr;
+    return;
+  }
+  j["straggler"] = {{"ranks", s->ranks},
+                    {"node", s->node},
+                    {"whole_node", s->whole_node},
+                    {"wait_s", s->wait_s},
+                    {"others_median_wait_s", s->others_median_wait_s},
+                    {"step_time_s", s->step_time_s}};
+}
 }  // namespace
 
 int64_t max_over_ranks(const std::vector<int64_t>& per_rank) {
@@ -65,15 +79,17 @@ void MetricsWriter::write(const StepMetrics& m) {
     // same node and across nodes, per mesh group.
     add_sent_bytes(j, m.sent_bytes);
     j["comm_wait_s_per_rank"] = m.comm_wait_s_per_rank;
+    add_straggler(j, m.straggler);
   }
   out_ << j.dump() << '\n';
   out_.flush();
 }
 
-void MetricsWriter::write_run_totals(const GroupBytes& sent) {
+void MetricsWriter::write_run_totals(const GroupBytes& sent, const std::optional<Straggler>& straggler) {
   nlohmann::ordered_json j;
   j["split"] = "run";
   add_sent_bytes(j, sent);
+  add_straggler(j, straggler);
   out_ << j.dump() << '\n';
   out_.flush();
 }

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "train/link_traffic.h"
+#include "train/straggler.h"
 
 namespace tessel::train {
 
@@ -37,6 +39,8 @@ struct StepMetrics {
   std::vector<int64_t> peak_device_bytes;
   GroupBytes sent_bytes;                // per mesh group, summed over ranks (link_traffic.h)
   std::vector<double> comm_wait_s_per_rank;  // per world rank, as comm_wait_s above
+  // At those steps: the rank (or node) the others waited for, if any (straggler.h).
+  std::optional<Straggler> straggler;
   // The objective's own metrics (train/step_objective.h), "loss" first; the
   // ones beside the loss (DPO's accuracy, ...) are written as fields.
   std::vector<std::pair<std::string, double>> objective_metrics;
@@ -69,9 +73,10 @@ class MetricsWriter {
   void write(const StepMetrics& m);
   void write(const ValMetrics& m);
   void write(const SetupMetrics& m);
-  // {"split": "run", "sent_bytes": ..., "inter_node_bytes": ...}: the whole
-  // run's collective sends, summed over ranks.
-  void write_run_totals(const GroupBytes& sent);
+  // {"split": "run", "sent_bytes": ..., "inter_node_bytes": ..., "straggler":
+  // ...}: the whole run's collective sends, summed over ranks, and the rank
+  // the others waited for over the run (null: nobody; find_run_straggler).
+  void write_run_totals(const GroupBytes& sent, const std::optional<Straggler>& straggler);
   const std::filesystem::path& path() const { return path_; }
 
  private:

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/caller_wait_time.h"
+#include "dist/communicator_base.h"
 #include "io/atomic_file.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
@@ -27,6 +28,7 @@
 #include "train/progress.h"
 #include "train/resume_point.h"
 #include "train/sft_recipe.h"
+#include "train/straggler.h"
 #include "train/tensorboard_writer.h"
 #include "train/train_step.h"
 
@@ -61,6 +63,17 @@ bool broadcast_flag(dist::Communicator& world, bool value) {
   auto flag = at::tensor({static_cast<int64_t>(value ? 1 : 0)}, at::kLong);
   world.broadcast(flag, 0);
   return flag.item<int64_t>() == 1;
+}
+
+// Each world rank's node name (ranks with one processor name share a node:
+// dist/node_map.h); empty where the world communicator has no node map.
+std::vector<std::string> node_of_each_rank(const dist::Communicator& world) {
+  const auto* base = dynamic_cast<const dist::CommunicatorBase*>(&world);
+  if (base == nullptr || !base->node_map() || base->node_map()->world_size() != world.size()) return {};
+  const dist::NodeMap& nodes = *base->node_map();
+  std::vector<std::string> names;
+  for (int r = 0; r < world.size(); ++r) names.push_back(nodes.names()[static_cast<std::size_t>(nodes.node_of(r))]);
+  return names;
 }
 
 }  // namespace
@@ -133,6 +146,7 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
   const bool validates = recipe.validates();
   if (validates && o.val_at_start) validate(start_step);
   const auto run_start = Clock::now();
+  const std::vector<std::string> node_names = node_of_each_rank(*mesh.world());
   int64_t run_tokens = 0;
   for (int64_t step = start_step; step < total_steps; ++step) {
     const auto t0 = Clock::now();
@@ -184,6 +198,7 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
                        all.begin() + static_cast<std::ptrdiff_t>(r + mine.size()));
       }
       m.sent_bytes = sum_over_ranks(sent, traffic);
+      m.straggler = find_straggler(m.comm_wait_s_per_rank, m.step_time_s, node_names);
     }
     run_tokens += r.tokens;
     steps.push_back(m);
@@ -237,13 +252,24 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
   // A resumed run that had already finished still validates at the end.
   if (validates && o.val_at_end && start_step >= total_steps) validate(total_steps);
   const double total_s = std::chrono::duration<double>(Clock::now() - run_start).count();
+  // The rank the others waited for over the run, from the steps that
+  // gathered every rank's waits (rank 0 writes and prints it).
+  std::vector<std::vector<double>> gathered_waits;
+  std::vector<double> gathered_step_times;
+  for (const auto& s : steps) {
+    if (s.comm_wait_s_per_rank.empty()) continue;
+    gathered_waits.push_back(s.comm_wait_s_per_rank);
+    gathered_step_times.push_back(s.step_time_s);
+  }
+  const std::optional<Straggler> run_straggler =
+      find_run_straggler(gathered_waits, gathered_step_times, node_names);
   {
     // Everything the mesh's collectives sent since it was made (setup and
     // validation too): what the links' own counters should show for the run.
     // Collective: every rank joins, the metrics writer (rank 0) records it.
     const GroupBytes mine = sent_bytes(mesh);
     const GroupBytes all = sum_over_ranks(mine, gather_values(*mesh.world(), flatten(mine)));
-    if (metrics) metrics->write_run_totals(all);
+    if (metrics) metrics->write_run_totals(all, run_straggler);
   }
 
   if (rank0 && run.write_logs) {
@@ -282,9 +308,10 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
             : std::string();
     progress->finish(fmt::format(
         "done: {} steps in {:.1f}s, loss {:.4f} -> {:.4f}, {:.0f} tokens/s{}, peak memory {} per "
-        "rank{}{}",
+        "rank{}{}{}",
         steps.size(), total_s, first.loss, lastm.loss,
         total_s > 0 ? static_cast<double>(run_tokens) / total_s : 0.0, waiting, human_bytes(peak), shared,
+        run_straggler ? "; straggler: " + describe(*run_straggler) : std::string(),
         run.write_logs ? fmt::format("; logs in {}", o.log_dir) : std::string()));
   }
   return TrainResult{std::move(steps), std::move(validations), total_steps, std::move(sharded)};
