@@ -3,7 +3,9 @@
 # started by `tessel run --hostfile` on node 0, node 1's link taken down.
 #   partitions: the link goes down for good at a random moment — after a
 #     random step k is logged plus 0-300 ms, or, for every other trial, the
-#     moment a checkpoint's .tmp directory appears (a save in progress). Pass:
+#     moment rank 0 logs a random checkpoint step, which it saves next (node
+#     1's ranks are held with SIGSTOP across the cut, so that their part of
+#     the save cannot finish first). Pass:
 #     `tessel run` returned non-zero within timeout + 30 s (no hang), its
 #     closing line names node 1 and no other node, nothing is left on node 0,
 #     and once the link is back nothing on node 1; the resume command it
@@ -59,26 +61,38 @@ for ((t = 1; t <= partitions; t++)); do
     sleep "0.$(printf '%03d' $((RANDOM % 300)))"
     when="after step $k"
   else
-    # The moment a save starts: its .tmp directory appears.
-    python3 - "$work/$name/ckpt" "$pid" <<'PY'
-import os, sys, time
-d, pid = sys.argv[1], int(sys.argv[2])
-t0 = time.time()
-while time.time() - t0 < 120:
-    try:
-        if any(e.endswith(".tmp") for e in os.listdir(d)) and time.time() - t0 > 1: sys.exit(0)
-    except FileNotFoundError: pass
-    try: os.kill(pid, 0)
-    except ProcessLookupError: sys.exit(1)
-    time.sleep(0.002)
-sys.exit(1)
+    # Into the save of a random checkpoint step: the moment rank 0 logs that
+    # step (it saves right after), node 1's ranks are stopped (SIGSTOP), so
+    # that they cannot finish their part of the save before the cut; they go
+    # on (SIGCONT) once the link is down.
+    save_step=$((10 * (1 + RANDOM % 30)))
+    job_wait_for_step "$name" 1 "$pid" >/dev/null || { echo "FAIL partition $t: ended before step 1"; failed=1; continue; }
+    stopped=$(for p in $(ip netns pids "$node1"); do [[ $(cat "/proc/$p/comm" 2>/dev/null) == tessel ]] && echo "$p"; done)
+    python3 - "$work/$name/logs/metrics.jsonl" "$save_step" "$pid" $stopped <<'PY' || { echo "FAIL partition $t: step $save_step not seen"; failed=1; continue; }
+import os, signal, sys, time
+path, step, job, ranks = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(p) for p in sys.argv[4:]]
+needle = f'"split":"train","step":{step},'.encode()
+tail = b""
+with open(path, "rb") as f:
+    while True:
+        chunk = f.read()
+        if chunk:
+            tail = tail[-len(needle):] + chunk
+            if needle in tail:
+                for r in ranks: os.kill(r, signal.SIGSTOP)
+                sys.exit(0)
+            continue
+        try: os.kill(job, 0)
+        except ProcessLookupError: sys.exit(1)
+        time.sleep(0.0005)
 PY
-    when="during a save"
+    when="during the save of step $save_step"
   fi
   saved_before=$(newest_checkpoint "$work/$name/ckpt")
   at_step=$(job_last_step "$name")
   ip -n "$node1" link set eth0 down
   down_at=$(date +%s.%N)
+  if ((t % 2 == 0)); then kill -CONT $stopped 2>/dev/null; fi
   for _ in $(seq 1500); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
   hung=0
   if kill -0 "$pid" 2>/dev/null; then hung=1; hangs=$((hangs + 1)); kill -9 "$pid"; fi
