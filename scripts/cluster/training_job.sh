@@ -35,7 +35,9 @@ job_wait_for_step() {
 }
 
 # Every train record of metrics file A has the loss of B's record of the
-# same step, and A reaches B's last step. Prints one ok/FAIL line.
+# same step, and A has a record of every step B has (a resumed run logs again
+# the steps after its checkpoint: those must agree too). Prints one ok/FAIL
+# line: "ok   WHAT: ...".
 job_same_losses() {
   python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
@@ -43,9 +45,11 @@ def rows(p): return [r for r in map(json.loads, open(p)) if r.get("split") == "t
 got, ref, what = rows(sys.argv[1]), {r["step"]: r["loss"] for r in rows(sys.argv[2])}, sys.argv[3]
 bad = [(r["step"], r["loss"], ref.get(r["step"])) for r in got if ref.get(r["step"]) != r["loss"]]
 steps = sorted({r["step"] for r in got})
-ok = not bad and bool(steps) and steps[-1] == max(ref)
+missing = sorted(set(ref) - set(steps))
+ok = not bad and not missing and bool(steps)
 print(("ok   " if ok else "FAIL ") + f"{what}: {len(got)} step records up to step {steps[-1] if steps else None}, "
-      f"{len(bad)} losses differ from the undisturbed run's" + (f" (first: {bad[0]})" if bad else ""))
+      f"{len(bad)} losses differ from the undisturbed run's" + (f" (first: {bad[0]})" if bad else "")
+      + (f", {len(missing)} steps missing (first: {missing[0]})" if missing else ""))
 sys.exit(0 if ok else 1)
 PY
 }

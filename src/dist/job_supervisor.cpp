@@ -37,6 +37,14 @@ std::string seconds_text(std::chrono::milliseconds t) {
   return fmt::format("{:g} s", static_cast<double>(t.count()) / 1000.0);
 }
 
+// Why the job ended by tessel run's hand, for either closing line.
+std::string ended_by_tessel_text(std::chrono::milliseconds abort_grace) {
+  return fmt::format("mpirun had not ended the job {} after the ranks' abort (it waits for the daemons of "
+                     "nodes it cannot reach, or hangs), so tessel run ended it and every process under it "
+                     "on this node.",
+                     seconds_text(abort_grace));
+}
+
 // How long the nodes get to answer after a timeout; a node on a working link
 // answers in a round trip.
 constexpr auto kProbeTimeout = std::chrono::seconds(3);
@@ -162,12 +170,7 @@ std::string job_failure_summary(const std::vector<TimedOutCollective>& timeouts,
   }
   std::string line = fmt::format("tessel run: the job failed: {}. Collectives that did not finish within {}: {}.",
                                  nodes, limit, fmt::join(groups, "; "));
-  if (ended_by_tessel) {
-    line += fmt::format(" mpirun had not ended the job {} after the ranks' abort (it waits for "
-                        "the daemons of nodes it cannot reach, or hangs), so tessel run ended it and every "
-                        "process under it on this node.",
-                        seconds_text(abort_grace));
-  }
+  if (ended_by_tessel) line += " " + ended_by_tessel_text(abort_grace);
   line += fmt::format(" {} from the last checkpoint with: {}",
                       lost.empty() ? "Resume" : "Once the node answers again (or with it out of the host file), resume",
                       rerun_command);
@@ -235,11 +238,8 @@ int supervise_launch(const SupervisedLaunch& launch) {
     std::fprintf(stderr, "%s\n", summary.c_str());
     std::fflush(stderr);
   } else if (ended_by_tessel) {
-    std::fprintf(stderr,
-                 "tessel run: a rank failed and mpirun had not ended the job %s later (it waits "
-                 "for the daemons of nodes it cannot reach), so tessel run ended it and every "
-                 "process under it on this node. Rerun with: %s\n",
-                 seconds_text(launch.abort_grace).c_str(), launch.rerun_command.c_str());
+    std::fprintf(stderr, "tessel run: a rank failed. %s Rerun with: %s\n",
+                 ended_by_tessel_text(launch.abort_grace).c_str(), launch.rerun_command.c_str());
     std::fflush(stderr);
   }
   if (ended_by_tessel) return 1;

@@ -11,4 +11,6 @@ ip netns del tessel-probe-$$
 export TESSEL_CLUSTER_NAME=${1:?usage: source cluster_test_setup.sh SHORT_NAME}$$
 export TESSEL_CLUSTER_STATE=$(mktemp -d "/tmp/tessel_${1}_test.XXXXXX")
 work=$TESSEL_CLUSTER_STATE
-trap 'bash "$root/scripts/cluster/down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
+# SLURM first (a test may have started it; a no-op otherwise), then the nodes.
+trap 'bash "$root/scripts/cluster/slurm_down.sh" >/dev/null 2>&1; bash "$root/scripts/cluster/down.sh" >/dev/null 2>&1
+  rm -rf "$work"' EXIT

@@ -19,22 +19,14 @@
 # them) and a cgroup file system (slurmd 22.05 will not start without one);
 # exits 77 (skipped) with the reason where any is missing.
 set -euo pipefail
-root=${TESSEL_SOURCE_DIR:?}
-bin=${TESSEL_BINARY_DIR:?}/bin/tessel
+source "$(dirname "${BASH_SOURCE[0]}")/cluster_test_setup.sh" slurm
 skip() { echo "SKIP: $*"; exit 77; }
-[[ $(id -u) -eq 0 ]] || skip "needs root for network namespaces"
-ip netns add tessel-probe-$$ 2>/dev/null || skip "cannot create network namespaces here"
-ip netns del tessel-probe-$$
 for b in slurmctld slurmd munged sbatch scontrol; do
   command -v "$b" >/dev/null || skip "$b not installed (apt-get install slurmctld slurmd slurm-client munge)"
 done
 grep -q cgroup /proc/mounts || skip "no cgroup file system mounted: slurmd 22.05 does not start without one"
-# A cluster of this test's own: another checkout's test may run beside it.
-export TESSEL_CLUSTER_NAME=slurm$$
-export TESSEL_CLUSTER_STATE=$(mktemp -d /tmp/tessel_slurm_test.XXXXXX)
-work=$TESSEL_CLUSTER_STATE
 cluster=$root/scripts/cluster
-trap 'bash "$cluster/slurm_down.sh" >/dev/null 2>&1; bash "$cluster/down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
+source "$cluster/training_job.sh"
 bash "$cluster/up.sh" 3 none
 bash "$cluster/slurm_up.sh" 2 || { tail -n 20 "$work"/slurm/*.log; exit 1; }
 
@@ -71,24 +63,15 @@ check() {  # check NAME WHAT CONDITION...
   if "$@"; then echo "ok   $name: $what"; else echo "FAIL $name: $what"; fail=1; fi
 }
 # Every train row of NAME's metrics.jsonl has the reference's loss at its
-# step, and the rows cover steps 1..$steps (a resumed run logs again the
-# steps after its checkpoint: those rows must agree too).
-same_losses() {
-  python3 - "$work/ref/logs/metrics.jsonl" "$work/$1/logs/metrics.jsonl" "$steps" <<'PY'
-import json, sys
-def train(p): return [(r["step"], r["loss"]) for r in map(json.loads, filter(str.strip, open(p))) if r["split"] == "train"]
-ref, got, steps = dict(train(sys.argv[1])), train(sys.argv[2]), int(sys.argv[3])
-print("    steps, losses:", got)
-sys.exit(0 if all(ref.get(s) == l for s, l in got) and {s for s, _ in got} == set(range(1, steps + 1)) else 1)
-PY
-}
+# step, and every step has a row (scripts/cluster/training_job.sh).
+same_losses() { job_same_losses "$work/$1/logs/metrics.jsonl" "$work/ref/logs/metrics.jsonl" "$1: $2" || fail=1; }
 
 # 1. Undisturbed.
 job=$(submit plain)
 state=$(wait_ended "$job")
 check plain "job $job ended $state" test "$state" = COMPLETED
 check plain "ran on 2 nodes: $(field "$job" NodeList)" test "$(field "$job" NumNodes)" = 2
-check plain "losses per step equal the plain mpirun run's" same_losses plain
+same_losses plain "losses per step equal the plain mpirun run's"
 crossed=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "\"run\"" in l][-1]["inter_node_bytes"])' \
   "$work/plain/logs/metrics.jsonl")
 check plain "bytes crossed between nodes ($crossed)" test "$crossed" -gt 0
@@ -97,7 +80,7 @@ check plain "bytes crossed between nodes ($crossed)" test "$crossed" -gt 0
 slurm srun --mpi=pmix -N 2 --ntasks-per-node=2 --cpu-bind=none "$bin" train "${train_args[@]}" \
   checkpointing.enabled=true checkpointing.checkpoint_dir="$work/srun/ckpt" logger.log_dir="$work/srun/logs" \
   >"$work/srun.log" 2>&1 || { echo "FAIL srun: exit non-zero"; tail -n 20 "$work/srun.log"; fail=1; }
-check srun "srun --mpi=pmix: losses per step equal the plain mpirun run's" same_losses srun
+same_losses srun "losses per step equal the plain mpirun run's"
 
 # 2. node1 lost after the step-3 checkpoint.
 job=$(submit lost)
@@ -117,6 +100,6 @@ check lost "the requeued job ran without node1: $(field "$job" NodeList)" test "
 check lost "node1 is down in SLURM: $(slurm sinfo -h -n node1 -o %T)" bash -c "[[ \$(bash '$cluster/slurm.sh' sinfo -h -n node1 -o %T) == down* ]]"
 resumed=$(grep -o 'resumed from [^ ]*' "$work/lost.out" || true)
 check lost "the requeued run ${resumed:-did not resume}" test -n "$resumed"
-check lost "losses per step, before the loss and after the resume, equal the plain mpirun run's" same_losses lost
+same_losses lost "losses per step, before the loss and after the resume, equal the plain mpirun run's"
 ((fail)) && { echo "--- job output"; tr '\r' '\n' <"$work/lost.out" | grep -v '^\[#' | tail -n 40; tail -n 30 "$work"/slurm/slurmctld.log; }
 exit $fail
