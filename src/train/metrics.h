@@ -27,10 +27,16 @@ struct StepMetrics {
   int64_t tokens = 0;           // tokens of the global batch (all dp ranks)
   int64_t valid_tokens = 0;     // tokens with a loss (response tokens)
   double tokens_per_s = 0.0;    // tokens / step_time_s
+  // Rank 0's wall time from the step's data to its figures: the batch, the
+  // forward, backward and update, and the step's own collectives (the
+  // gather of every rank's figures at a rank-metrics step included); not a
+  // checkpoint's save or a validation after it. A run's step times add up
+  // to its training time but for writing the records.
   double step_time_s = 0.0;
   // Of step_time_s, what rank 0's training thread spent in collectives
-  // (waiting for them or running them: dist/caller_wait_time.h): the step's
-  // communication that compute did not hide.
+  // (waiting for them or running them: dist/caller_wait_time.h) inside the
+  // training step (the rank-metrics gather, which carries these figures, not
+  // counted): the step's communication that compute did not hide.
   double comm_wait_s = 0.0;
   // All empty except at steps that gathered them (logger.rank_metrics_period):
   std::vector<int64_t> peak_rss_bytes;  // per world rank (VmHWM)

@@ -155,7 +155,6 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
     const double lr = optim::lr_at(o.lr_schedule, step);
     const double waited_before = dist::caller_wait_seconds();
     const StepResult r = train_step(sharded, optimizer, mesh, batches, recipe.objective(), lr, o.max_grad_norm);
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     const double waited = dist::caller_wait_seconds() - waited_before;
     const GroupBytes sent = difference(sent_bytes(mesh), sent_before);  // the step's own collectives
 
@@ -167,8 +166,6 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
     m.lr = lr;
     m.tokens = r.tokens;
     m.valid_tokens = r.valid_tokens;
-    m.step_time_s = seconds;
-    m.tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0.0;
     m.comm_wait_s = waited;
     m.objective_metrics = r.metrics;
     for (auto& metric : recipe.step_metrics()) m.objective_metrics.push_back(std::move(metric));
@@ -198,8 +195,16 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
                        all.begin() + static_cast<std::ptrdiff_t>(r + mine.size()));
       }
       m.sent_bytes = sum_over_ranks(sent, traffic);
-      m.straggler = find_straggler(m.comm_wait_s_per_rank, m.step_time_s, node_names);
     }
+    // The step's time runs to here: the collectives above are the step's too
+    // (the rank-metrics gather waits for the slowest rank, a wait the next
+    // step would otherwise begin with), and without them a run's step times
+    // add up to less than its wall time (on a slow link up to 4% less per step
+    // with rank_metrics_period 1, docs/bench/cluster.md).
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    m.step_time_s = seconds;
+    m.tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0.0;
+    if (!m.comm_wait_s_per_rank.empty()) m.straggler = find_straggler(m.comm_wait_s_per_rank, m.step_time_s, node_names);
     run_tokens += r.tokens;
     steps.push_back(m);
     if (metrics) metrics->write(m);
