@@ -15,6 +15,7 @@ const std::vector<std::string>& dtensor_cfg_keys() {
       "_v2", "enabled", "tensor_parallel_size", "context_parallel_size", "expert_parallel_size",
       "dp_replicate_size", "sequence_parallel", "activation_checkpointing", "cpu_offload",
       "custom_parallel_plan", "accumulate_unsharded_grads", "node_shared_params",
+      "shard_optimizer_over_replicas",
       // The reference's; accepted so that its recipes load, refused (below)
       // when set to anything tessel would have to ignore.
       "env_vars", "automodel_kwargs", "lora_cfg"};
@@ -107,6 +108,21 @@ ParallelismConfig parallelism_from(const Config& config) {
     out.activation_checkpointing = flag(*section, d, "activation_checkpointing", false);
     out.accumulate_unsharded_grads = flag(*section, d, "accumulate_unsharded_grads", false);
     out.node_shared_params = flag(*section, d, "node_shared_params", false);
+    out.shard_optimizer_over_replicas = flag(*section, d, "shard_optimizer_over_replicas", false);
+    if (out.shard_optimizer_over_replicas) {
+      // The split divides each FSDP group's shards over the replicas; where
+      // a rank holds no such group of replicated shards there is nothing to
+      // divide, and the other layouts mix shards the gradient norm counts
+      // over other groups (tp, ep): refused rather than silently ignored.
+      const auto refuse = [&](const std::string& why) {
+        throw UsageError(fmt::format("{}.shard_optimizer_over_replicas=true {}", d, why));
+      };
+      if (out.dp_replicate_size == 1)
+        refuse("needs HSDP: set dp_replicate_size to the number of replicas (> 1), or the key to false");
+      if (out.tensor_parallel_size > 1 || out.expert_parallel_size > 1)
+        refuse("is built for FSDP x dp_replicate only: set tensor_parallel_size and expert_parallel_size to 1");
+      if (out.node_shared_params) refuse("cannot be combined with node_shared_params=true");
+    }
     if (const Config* plan = section->child("custom_parallel_plan"); plan && !plan->is_null()) {
       CustomPlanSpec spec;
       if (plan->kind() == Kind::String) {

@@ -43,6 +43,10 @@ struct ParallelismConfig {
   // shared memory instead of gathered by every rank (fsdp::FSDPOptions::
   // node_shared_params): CPU runs whose FSDP shard group is one machine.
   bool node_shared_params = false;
+  // Not a reference key. HSDP only: each replica keeps the optimizer state of
+  // 1/dp_replicate_size of its shards and all-gathers the updated part
+  // during the next forward (fsdp::FSDPOptions::shard_optimizer_over_replicas).
+  bool shard_optimizer_over_replicas = false;
   std::optional<CustomPlanSpec> custom_parallel_plan;  // null / absent -> none
   int64_t num_nodes = 1;
   int64_t gpus_per_node = 1;  // processes per node on CPU

@@ -101,6 +101,18 @@ struct FSDPOptions {
   // makes no difference, and an int k, a slice kept over a subgroup, is
   // refused). Gradients are reduce-scattered as usual (docs/bench/fsdp_cpu.md).
   bool node_shared_params = false;
+  // HSDP only (a replicate group of R > 1 ranks; ignored without one): the
+  // optimizer runs on 1/R of each group's shards per replica instead of on
+  // all of them in every replica. Backward reduce-scatters the shard-reduced
+  // gradient over the replicate group (half an all-reduce's bytes), each
+  // replica updates its part (FSDPParamGroup::replica_part(): the AdamW state
+  // exists for that part only) and all-gathers the updated parts over the
+  // replicate group, awaited only before the group's next all-gather: the
+  // cross-replica traffic of step t then overlaps step t+1's forward instead
+  // of idling the link through the optimizer (issue 43). The caller drives
+  // the part's update and gather (train/train_step.cpp). Refused with
+  // node_shared_params.
+  bool shard_optimizer_over_replicas = false;
 };
 
 }  // namespace tessel::fsdp

@@ -70,7 +70,32 @@ FSDPParamGroup::FSDPParamGroup(std::string name, std::vector<std::unique_ptr<FSD
   computes_on_shards_ = world_ == 1 && param_dtype_ == at::kFloat;
   node_shared_ = options.node_shared_params && world_ > 1;
   shards_in_node_copy_ = node_shared_ && param_dtype_ == at::kFloat;
-  if (!shards_in_node_copy_) local_flat_ = new_shard_storage(local_numel_, mesh_.device());
+  split_over_replicas_ = options.shard_optimizer_over_replicas && mesh_.is_hybrid();
+  if (split_over_replicas_) {
+    if (options.node_shared_params) {
+      throw UsageError(fmt::format("fully_shard({}): shard_optimizer_over_replicas and node_shared_params "
+                                   "cannot be combined: set one of them to false",
+                                   name_));
+    }
+    for (const at::Tensor& original : originals) {
+      // A frozen parameter inside a part would be decayed by the update.
+      if (!original.requires_grad()) {
+        throw UsageError(fmt::format("fully_shard({}): shard_optimizer_over_replicas updates whole groups; "
+                                     "this group has frozen parameters",
+                                     name_));
+      }
+    }
+    // One buffer for the shards and the zero tail that makes R equal parts:
+    // the replicate all-gather writes the parts back in place.
+    const int replicas = mesh_.replicate_size();
+    part_numel_ = (local_numel_ + replicas - 1) / replicas;
+    replica_flat_ = new_shard_storage(replicas * part_numel_, mesh_.device());
+    local_flat_ = replica_flat_.narrow(0, 0, local_numel_);
+    replica_part_ = alias_leaf(replica_flat_, mesh_.replicate()->rank() * part_numel_, {part_numel_});
+    replica_part_.set_requires_grad(true);
+  } else if (!shards_in_node_copy_) {
+    local_flat_ = new_shard_storage(local_numel_, mesh_.device());
+  }
   if (node_shared_) {
     post_forward_mode_ = PostForward::Keep;
     const int64_t numel = world_ * local_numel_;
@@ -148,6 +173,7 @@ void FSDPParamGroup::publish_own_rows() {
 }
 
 void FSDPParamGroup::unshard() {
+  wait_for_replica_parts();  // the shards are complete again only then
   if (sharded_state_ == ShardedState::Unsharded || in_flight_) return;
   if (computes_on_shards_ || node_shared_) {
     set_sharded_state(ShardedState::Unsharded);
@@ -284,11 +310,20 @@ void FSDPParamGroup::post_backward() {
   at::Tensor packed = new_buffer(world_ * local_numel_, reduce_dtype_);
   pack_for_reduce_scatter(param_ptrs_, grads, world_, local_numel_, packed);
   grads.clear();
-  // Over one rank the reduce-scatter leaves the data where it is: reduce in place.
-  at::Tensor output = world_ == 1 ? packed : at::empty({local_numel_}, packed.options());
-  track_alloc(Buffer::Gradients, tensor_bytes(packed) + (world_ == 1 ? 0 : tensor_bytes(output)));
-  auto work = mesh_.shard()->reduce_scatter_from_async(output, packed, dist::ReduceOp::Sum);
-  pending_ = PendingReduce{std::move(work), std::move(packed), std::move(output), nullptr, false};
+  // Over one rank the reduce-scatter leaves the data where it is: reduce in
+  // place. Split over replicas, the output is the [R*P] buffer the
+  // replicate reduce-scatter splits (its tail zero).
+  at::Tensor output;
+  if (split_over_replicas_) {
+    output = at::empty({mesh_.replicate_size() * part_numel_}, packed.options());
+    output.narrow(0, local_numel_, output.numel() - local_numel_).zero_();
+  } else {
+    output = world_ == 1 ? packed : at::empty({local_numel_}, packed.options());
+  }
+  track_alloc(Buffer::Gradients, tensor_bytes(packed) + (output.is_same(packed) ? 0 : tensor_bytes(output)));
+  auto work = mesh_.shard()->reduce_scatter_from_async(
+      split_over_replicas_ ? output.narrow(0, 0, local_numel_) : output, packed, dist::ReduceOp::Sum);
+  pending_ = PendingReduce{std::move(work), std::move(packed), std::move(output), nullptr, at::Tensor(), false};
 }
 
 void FSDPParamGroup::finish_reduce_scatter() {
@@ -296,7 +331,8 @@ void FSDPParamGroup::finish_reduce_scatter() {
   at::NoGradGuard no_grad;
   pending_->reduce_scatter->wait();
   pending_->reduce_scatter = nullptr;
-  if (world_ > 1) track_free(Buffer::Gradients, tensor_bytes(pending_->packed));
+  // Over one rank (without the split) the output is the packed buffer itself.
+  if (!pending_->packed.is_same(pending_->output)) track_free(Buffer::Gradients, tensor_bytes(pending_->packed));
   pending_->packed = at::Tensor();
   if (!mesh_.is_hybrid()) {
     pending_->apply = true;
@@ -307,7 +343,13 @@ void FSDPParamGroup::finish_reduce_scatter() {
     track_free(Buffer::Gradients, tensor_bytes(partial_reduce_output_));
     partial_reduce_output_ = at::Tensor();
   }
-  if (requires_all_reduce) {
+  if (requires_all_reduce && split_over_replicas_) {
+    pending_->part = at::empty({part_numel_}, pending_->output.options());
+    track_alloc(Buffer::Gradients, tensor_bytes(pending_->part));
+    pending_->all_reduce =
+        mesh_.replicate()->reduce_scatter_from_async(pending_->part, pending_->output, dist::ReduceOp::Sum);
+    pending_->apply = true;
+  } else if (requires_all_reduce) {
     pending_->all_reduce =
         mesh_.replicate()->all_reduce_async(pending_->output, dist::ReduceOp::Sum);
     pending_->apply = true;
@@ -326,6 +368,21 @@ void FSDPParamGroup::finish_all_reduce() {
   pending_.reset();
   if (op.all_reduce) op.all_reduce->wait();
   if (!op.apply) return;  // kept as partial_reduce_output_ (still counted)
+  if (split_over_replicas_) {
+    // This replica's part of the reduced shards becomes the part's .grad.
+    track_free(Buffer::Gradients, tensor_bytes(op.output) + tensor_bytes(op.part));
+    op.output = at::Tensor();
+    at::Tensor reduced = op.part.to(at::kFloat);
+    const int64_t divide = mesh_.gradient_divide_factor();
+    if (divide != 1) reduced.div_(static_cast<double>(divide));
+    at::Tensor& slot = replica_part_.mutable_grad();
+    if (slot.defined()) {
+      slot.add_(reduced);
+    } else {
+      slot = reduced;
+    }
+    return;
+  }
   // The reduced buffer becomes the sharded gradients: each .grad is a view of
   // it (no copy), or, on a later microbatch, what is added into them.
   at::Tensor reduced = op.output.to(at::kFloat);
@@ -352,9 +409,25 @@ void FSDPParamGroup::apply_to_sharded_grads(const std::vector<at::Tensor>& grads
   }
 }
 
+void FSDPParamGroup::gather_replica_parts() {
+  if (!split_over_replicas_ || replica_gather_) return;
+  at::NoGradGuard no_grad;
+  // In place: this replica's part is its own slot of the buffer.
+  replica_gather_ = mesh_.replicate()->all_gather_into_async(
+      replica_flat_, replica_flat_.narrow(0, mesh_.replicate()->rank() * part_numel_, part_numel_));
+}
+
+void FSDPParamGroup::wait_for_replica_parts() {
+  if (!replica_gather_) return;
+  dist::WorkPtr work = std::move(replica_gather_);
+  replica_gather_ = nullptr;
+  work->wait();
+}
+
 int64_t FSDPParamGroup::sharded_grad_bytes() const {
   int64_t total = 0;
   for (const FSDPParam* p : param_ptrs_) total += tensor_bytes(p->sharded_param().grad());
+  if (split_over_replicas_) total += tensor_bytes(replica_part_.grad());
   return total;
 }
 

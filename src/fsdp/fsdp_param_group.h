@@ -9,8 +9,9 @@
 // and the TrainingState the hooks move it through (every transition checked:
 // [Note: FSDP state machines] in state_machine.h), and the gradient
 // reduction: reduce-scatter (SUM) over the shard group, all-reduce (SUM) over
-// the replicate group (HSDP), explicit division by the dp size, accumulation
-// into the sharded params' fp32 .grad. Hooks and ordering live in FSDPState
+// the replicate group (HSDP; or a reduce-scatter over it into this replica's
+// part, FSDPOptions::shard_optimizer_over_replicas), explicit division by the
+// dp size, accumulation into the sharded params' fp32 .grad. Hooks and ordering live in FSDPState
 // (fsdp_state.h).
 //
 // Memory (SPEC 4's contract): the unsharded buffer has memory only while
@@ -113,6 +114,22 @@ class FSDPParamGroup {
   bool requires_gradient_sync = true;
   bool requires_all_reduce = true;
 
+  // --- the optimizer's part (FSDPOptions::shard_optimizer_over_replicas) ---
+  // The local buffer [L] is the head of a [R*P] one (P = ceil(L/R), the tail
+  // zero); replica r owns elements [r*P, (r+1)*P). Backward's replicate
+  // reduction is then a reduce-scatter into the part's .grad (fp32, divided
+  // like the sharded grads), and the sharded params get no .grad.
+  bool splits_over_replicas() const { return split_over_replicas_; }
+  // The fp32 leaf [P] over this replica's part of the shards: what the
+  // optimizer updates. Undefined unless splits_over_replicas().
+  const at::Tensor& replica_part() const { return replica_part_; }
+  // Issues (async) the all-gather of every replica's updated part over the
+  // replicate group, in place into the local buffer; a no-op unless
+  // splits_over_replicas() or while one is in flight. The shards must not be
+  // read until wait_for_replica_parts() (unshard() waits first).
+  void gather_replica_parts();
+  void wait_for_replica_parts();
+
   // --- accounting ----------------------------------------------------------
   int64_t sharded_param_bytes() const { return local_numel_ * static_cast<int64_t>(sizeof(float)); }
   int64_t sharded_grad_bytes() const;
@@ -143,7 +160,8 @@ class FSDPParamGroup {
     dist::WorkPtr reduce_scatter;
     at::Tensor packed;  // [W*L] reduce dtype, rank-major
     at::Tensor output;  // [L] reduce dtype
-    dist::WorkPtr all_reduce;
+    dist::WorkPtr all_reduce;  // or, split over replicas, the replicate reduce-scatter into `part`
+    at::Tensor part;           // [P] reduce dtype (split over replicas)
     bool apply = false;  // whether finish_all_reduce adds it to the grads
   };
 
@@ -180,6 +198,12 @@ class FSDPParamGroup {
   bool shards_in_node_copy_ = false;  // node-shared in fp32: the sharded params alias this rank's rows of it
   at::Tensor post_forward_slice_;     // [W*L/k] when ShardedPostForward
   at::Tensor partial_reduce_output_;  // HSDP: reduce-scattered, not yet all-reduced
+
+  bool split_over_replicas_ = false;  // FSDPOptions::shard_optimizer_over_replicas under HSDP
+  int64_t part_numel_ = 0;            // P
+  at::Tensor replica_flat_;           // [R*P] fp32: local_flat_ is its head
+  at::Tensor replica_part_;           // [P] fp32 leaf over this replica's rows of replica_flat_
+  dist::WorkPtr replica_gather_;      // the in-flight all-gather of the parts
 
   ShardedState sharded_state_ = ShardedState::Sharded;
   TrainingState training_state_ = TrainingState::Idle;

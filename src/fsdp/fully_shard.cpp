@@ -165,6 +165,18 @@ int64_t FSDPModule::prefetched_all_gathers() const {
   return state_->context() ? state_->context()->prefetches : 0;
 }
 
+std::vector<FSDPParamGroup*> FSDPModule::replica_split_groups() const {
+  std::vector<FSDPParamGroup*> groups;
+  for (auto& s : states_in_subtree(state_->module())) {
+    if (s->param_group() && s->param_group()->splits_over_replicas()) groups.push_back(s->param_group());
+  }
+  return groups;
+}
+
+void FSDPModule::wait_for_replica_parts() const {
+  for (FSDPParamGroup* g : replica_split_groups()) g->wait_for_replica_parts();
+}
+
 FSDPMemoryStats FSDPModule::memory_stats() const {
   FSDPMemoryStats stats;
   std::vector<const MemoryTracker*> trackers;

@@ -65,6 +65,13 @@ class FSDPModule {
   // previous group's) since the root's first forward; 0 before it.
   int64_t prefetched_all_gathers() const;
 
+  // The groups of this module and every sharded module under it whose
+  // optimizer part is split over replicas (FSDPOptions::
+  // shard_optimizer_over_replicas), root first, then module pre-order; empty
+  // when none is.
+  std::vector<FSDPParamGroup*> replica_split_groups() const;
+  // Waits for their part all-gathers: afterwards every shard reads as updated.
+  void wait_for_replica_parts() const;
   // Over this module and every sharded module under it.
   FSDPMemoryStats memory_stats() const;
   void reset_peak_memory();

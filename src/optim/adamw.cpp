@@ -49,7 +49,9 @@ AdamW::AdamW(std::vector<at::Tensor> params, AdamWOptions options)
   }
 }
 
-void AdamW::step(double grad_scale) {
+void AdamW::step(double grad_scale) { step(grad_scale, [](size_t) {}); }
+
+void AdamW::step(double grad_scale, const std::function<void(size_t)>& updated) {
   at::NoGradGuard no_grad;
   ++step_;
   const double bias_correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
@@ -57,57 +59,62 @@ void AdamW::step(double grad_scale) {
   const double step_size = options_.lr / bias_correction1;
   const double bias_correction2_sqrt = std::sqrt(bias_correction2);
   for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor& p = params_[i];
-    const at::Tensor& grad = p.grad();
-    if (!grad.defined()) continue;
-    TESSEL_CHECK(grad.sizes() == p.sizes(), "AdamW: gradient shape {} differs from parameter {}",
-                 fmt::join(grad.sizes(), "x"), fmt::join(p.sizes(), "x"));
-    AdamWParamState& s = state_[i];
-    if (!s.exp_avg.defined()) {
-      s.exp_avg = at::zeros_like(p, at::MemoryFormat::Contiguous);
-      s.exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Contiguous);
-    }
-    if (p.numel() == 0) continue;
-    if (fused_fp32(p, grad, s)) {
-      const AdamWCoefficients c{static_cast<float>(1.0 - options_.lr * options_.weight_decay),
-                           static_cast<float>(1.0 - options_.beta1),
-                           static_cast<float>(options_.beta2),
-                           static_cast<float>(1.0 - options_.beta2),
-                           static_cast<float>(bias_correction2_sqrt),
-                           static_cast<float>(options_.eps),
-                           static_cast<float>(-step_size),
-                           static_cast<float>(grad_scale)};
-      float* pp = p.data_ptr<float>();
-      const float* gp = grad.data_ptr<float>();
-      float* mp = s.exp_avg.data_ptr<float>();
-      float* vp = s.exp_avg_sq.data_ptr<float>();
-      at::parallel_for(0, p.numel(), kChunkElements, [&](int64_t begin, int64_t end) {
-        adamw_update_fp32(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, c);
-      });
-      continue;
-    }
-    // In chunks of flat views: the one temporary (denom) is chunk-sized, not
-    // parameter-sized (an embedding shard can be hundreds of MB), and each
-    // chunk stays in cache across the five passes. Elementwise, so the result
-    // does not depend on the chunking.
-    const bool flat = p.is_contiguous() && grad.is_contiguous();
-    const int64_t n = p.numel();
-    const int64_t chunk = flat ? kChunkElements : n;
-    auto piece = [&](const at::Tensor& t, int64_t begin, int64_t len) {
-      return flat ? t.view({-1}).narrow(0, begin, len) : t;
-    };
-    for (int64_t begin = 0; begin < n; begin += chunk) {
-      const int64_t len = std::min(chunk, n - begin);
-      at::Tensor pc = piece(p, begin, len), gc = piece(grad, begin, len);
-      if (grad_scale != 1.0) gc = gc.mul(grad_scale);
-      at::Tensor m = piece(s.exp_avg, begin, len), v = piece(s.exp_avg_sq, begin, len);
-      pc.mul_(1.0 - options_.lr * options_.weight_decay);
-      m.lerp_(gc, 1.0 - options_.beta1);
-      v.mul_(options_.beta2).addcmul_(gc, gc, 1.0 - options_.beta2);
-      at::Tensor denom = v.sqrt();
-      denom.div_(bias_correction2_sqrt).add_(options_.eps);
-      pc.addcdiv_(m, denom, -step_size);
-    }
+    update_one(i, grad_scale, bias_correction2_sqrt, step_size);
+    updated(i);
+  }
+}
+
+void AdamW::update_one(size_t i, double grad_scale, double bias_correction2_sqrt, double step_size) {
+  at::Tensor& p = params_[i];
+  const at::Tensor& grad = p.grad();
+  if (!grad.defined()) return;
+  TESSEL_CHECK(grad.sizes() == p.sizes(), "AdamW: gradient shape {} differs from parameter {}",
+               fmt::join(grad.sizes(), "x"), fmt::join(p.sizes(), "x"));
+  AdamWParamState& s = state_[i];
+  if (!s.exp_avg.defined()) {
+    s.exp_avg = at::zeros_like(p, at::MemoryFormat::Contiguous);
+    s.exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Contiguous);
+  }
+  if (p.numel() == 0) return;
+  if (fused_fp32(p, grad, s)) {
+    const AdamWCoefficients c{static_cast<float>(1.0 - options_.lr * options_.weight_decay),
+                         static_cast<float>(1.0 - options_.beta1),
+                         static_cast<float>(options_.beta2),
+                         static_cast<float>(1.0 - options_.beta2),
+                         static_cast<float>(bias_correction2_sqrt),
+                         static_cast<float>(options_.eps),
+                         static_cast<float>(-step_size),
+                         static_cast<float>(grad_scale)};
+    float* pp = p.data_ptr<float>();
+    const float* gp = grad.data_ptr<float>();
+    float* mp = s.exp_avg.data_ptr<float>();
+    float* vp = s.exp_avg_sq.data_ptr<float>();
+    at::parallel_for(0, p.numel(), kChunkElements, [&](int64_t begin, int64_t end) {
+      adamw_update_fp32(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, c);
+    });
+    return;
+  }
+  // In chunks of flat views: the one temporary (denom) is chunk-sized, not
+  // parameter-sized (an embedding shard can be hundreds of MB), and each
+  // chunk stays in cache across the five passes. Elementwise, so the result
+  // does not depend on the chunking.
+  const bool flat = p.is_contiguous() && grad.is_contiguous();
+  const int64_t n = p.numel();
+  const int64_t chunk = flat ? kChunkElements : n;
+  auto piece = [&](const at::Tensor& t, int64_t begin, int64_t len) {
+    return flat ? t.view({-1}).narrow(0, begin, len) : t;
+  };
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const int64_t len = std::min(chunk, n - begin);
+    at::Tensor pc = piece(p, begin, len), gc = piece(grad, begin, len);
+    if (grad_scale != 1.0) gc = gc.mul(grad_scale);
+    at::Tensor m = piece(s.exp_avg, begin, len), v = piece(s.exp_avg_sq, begin, len);
+    pc.mul_(1.0 - options_.lr * options_.weight_decay);
+    m.lerp_(gc, 1.0 - options_.beta1);
+    v.mul_(options_.beta2).addcmul_(gc, gc, 1.0 - options_.beta2);
+    at::Tensor denom = v.sqrt();
+    denom.div_(bias_correction2_sqrt).add_(options_.eps);
+    pc.addcdiv_(m, denom, -step_size);
   }
 }
 

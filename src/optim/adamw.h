@@ -17,6 +17,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ class AdamW {
   // clipping coefficient, grad_norm.h: the same result as scaling the
   // gradients first, in their dtype); the gradients are left as they are.
   void step(double grad_scale = 1.0);
+  // The same, calling `updated(i)` as soon as parameter i is (updated or
+  // skipped): for a caller that sends each updated parameter on while the
+  // rest are still being updated (fsdp::FSDPParamGroup::gather_replica_parts).
+  void step(double grad_scale, const std::function<void(size_t)>& updated);
   void zero_grad();  // sets every gradient to undefined (frees it)
 
   void set_lr(double lr) { options_.lr = lr; }
@@ -62,6 +67,9 @@ class AdamW {
   int64_t state_bytes() const;
 
  private:
+  // Parameter i's update of the current step (step_ already counted).
+  void update_one(size_t i, double grad_scale, double bias_correction2_sqrt, double step_size);
+
   std::vector<at::Tensor> params_;
   std::vector<AdamWParamState> state_;
   AdamWOptions options_;

@@ -66,13 +66,17 @@ MemoryReport memory_report(dist::Communicator& world) {
 
 std::string setup_memory_line(const ShardedModel& model, const MemoryReport& report) {
   const int64_t shard_bytes = model.local_param_bytes();
+  // Gradients and the two AdamW moments exist for what the optimizer
+  // updates: the shards, or split over replicas only this replica's part.
+  int64_t updated_bytes = 0;
+  for (const auto& t : model.optimizer_params()) updated_bytes += t.numel() * static_cast<int64_t>(t.element_size());
   const auto [lo, hi] = std::minmax_element(report.rss.begin(), report.rss.end());
   const int64_t peak = report.peak_rss.empty() ? 0 : *std::max_element(report.peak_rss.begin(), report.peak_rss.end());
   return fmt::format(
       "after load and sharding: RSS per rank {} to {} (peak so far {}); rank 0's fp32 shards {}, with gradients "
       "and AdamW state {} (the sharded state the first step adds up to)",
       gib(report.rss.empty() ? 0 : *lo), gib(report.rss.empty() ? 0 : *hi), gib(peak), gib(shard_bytes),
-      gib(4 * shard_bytes));
+      gib(shard_bytes + 3 * updated_bytes));
 }
 
 }  // namespace tessel::train

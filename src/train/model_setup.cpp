@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "io/hf_checkpoint.h"
 #include "models/presets.h"
+#include "fsdp/fsdp_param_group.h"
 #include "fsdp/state_dict.h"
 #include "models/pretrained.h"
 #include "models/registry.h"
@@ -40,6 +41,13 @@ std::vector<int64_t> ShardedModel::global_shape(const std::string& name, const s
 }
 
 std::vector<optim::GradShardSet> ShardedModel::grad_sets() const {
+  if (!replica_groups.empty()) {
+    // Each replica's parts partition its shards, the shards the parameters
+    // (tp and ep are refused with the split: parallelism_config.cpp).
+    optim::GradShardSet parts{{}, {fsdp_group, replicate_group}};
+    for (const fsdp::FSDPParamGroup* g : replica_groups) parts.grads.push_back(g->replica_part().grad());
+    return {parts};
+  }
   optim::GradShardSet sharded{{}, {fsdp_group, tp_group}};
   optim::GradShardSet whole{{}, {fsdp_group}};
   // An expert's rows partition over ep_shard, the experts over ep: every
@@ -56,7 +64,19 @@ std::vector<optim::GradShardSet> ShardedModel::grad_sets() const {
   return {sharded, whole, experts};
 }
 
+std::vector<at::Tensor> ShardedModel::optimizer_params() const {
+  if (replica_groups.empty()) return params;
+  std::vector<at::Tensor> parts;
+  for (const fsdp::FSDPParamGroup* g : replica_groups) parts.push_back(g->replica_part());
+  return parts;
+}
+
+void ShardedModel::send_updated_part(size_t i) const {
+  if (i < replica_groups.size()) replica_groups[i]->gather_replica_parts();
+}
+
 void reshard_everything(ShardedModel& model) {
+  model.root.wait_for_replica_parts();  // the shards are read or swapped next
   for (const auto& module : model.model->modules()) {
     auto* m = dynamic_cast<nn::Module*>(module.get());
     if (m == nullptr) continue;
@@ -188,6 +208,7 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
   fsdp::FSDPOptions fsdp_options;
   fsdp_options.reshard_after_forward = options.reshard_after_forward;
   fsdp_options.node_shared_params = parallelism.node_shared_params;
+  fsdp_options.shard_optimizer_over_replicas = parallelism.shard_optimizer_over_replicas;
   if (compute_dtype(options) != at::kFloat) {
     fsdp_options.mp_policy.param_dtype = compute_dtype(options);
     fsdp_options.mp_policy.reduce_dtype = at::kFloat;
@@ -226,6 +247,8 @@ ShardedModel shard_model(std::shared_ptr<models::CausalLM> model, const dist::De
     out.ep_group = mesh.group("ep");
     out.ep_shard_group = mesh.group("ep_shard");
   }
+  out.replica_groups = out.root.replica_split_groups();
+  if (!out.replica_groups.empty()) out.replicate_group = fsdp_mesh.replicate();
   out.accumulation = parallelism.accumulate_unsharded_grads ? GradAccumulation::UnshardedUntilLast
                                                             : GradAccumulation::ReduceScatterEach;
   for (const auto& item : model->named_parameters()) {

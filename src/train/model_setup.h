@@ -77,6 +77,13 @@ struct ShardedModel {
   std::set<std::string> expert_params = {};
   std::map<std::string, std::vector<int64_t>> other_ranks_params = {};  // name -> global shape
   std::shared_ptr<parallel::ExpertDispatchStats> expert_stats = nullptr;
+  // policy.dtensor_cfg.shard_optimizer_over_replicas (HSDP): every FSDP
+  // group, root first, whose optimizer part is split over dp_replicate
+  // (fsdp::FSDPOptions::shard_optimizer_over_replicas), and that group; empty
+  // / null otherwise. The optimizer then updates the groups' parts
+  // (optimizer_params()), not `params`.
+  std::vector<fsdp::FSDPParamGroup*> replica_groups = {};
+  dist::CommunicatorPtr replicate_group = nullptr;
 
   // Whether the plan split `name` over tp (false for whole parameters).
   bool tp_sharded(const std::string& name) const;
@@ -90,6 +97,12 @@ struct ShardedModel {
   // tp-sharded weights over dp_shard_cp and tp, the rest over dp_shard_cp;
   // under expert parallelism the experts over ep_shard and ep.
   std::vector<optim::GradShardSet> grad_sets() const;
+  // What the optimizer updates: `params`, or with replica_groups their
+  // parts (one per group, in that order).
+  std::vector<at::Tensor> optimizer_params() const;
+  // Issues group i's all-gather of the updated parts (no-op without
+  // replica_groups): for AdamW::step's `updated`.
+  void send_updated_part(size_t i) const;
 };
 
 // Reshards every FSDP group of the model, so the next forward gathers the

@@ -107,7 +107,11 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
   optimizer.set_lr(lr);
   // Clipping as a factor the update applies while reading each gradient: the
   // same values as scaling the gradients first, without a pass over them.
-  optimizer.step(optim::clip_coefficient(result.grad_norm, max_grad_norm));
+  // Split over replicas, each group's updated part is sent on as soon as it
+  // is updated; the group's next all-gather waits for it (the cross-replica
+  // link then works through the next forward).
+  optimizer.step(optim::clip_coefficient(result.grad_norm, max_grad_norm),
+                 [&](size_t i) { model.send_updated_part(i); });
   optimizer.zero_grad();
   return result;
 }

@@ -92,7 +92,14 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
 
   const int64_t total_steps = std::min(o.max_num_steps, o.max_num_epochs * recipe.steps_per_epoch());
   const int64_t num_params = global_parameter_count(sharded);
-  optim::AdamW optimizer(sharded.params, o.adamw);
+  if (!sharded.replica_groups.empty() && o.checkpoint.enabled) {
+    // Each replica holds the AdamW state of its part only; checkpoint.cpp
+    // saves and loads it per parameter, which that state is not.
+    throw UsageError("policy.dtensor_cfg.shard_optimizer_over_replicas=true does not checkpoint yet (each "
+                     "replica holds the optimizer state of its part only): set checkpointing.enabled=false, "
+                     "or the key to false");
+  }
+  optim::AdamW optimizer(sharded.optimizer_params(), o.adamw);
   std::vector<StepMetrics> steps;
   std::vector<ValMetrics> validations;
 
@@ -254,6 +261,8 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
       break;
     }
   }
+  // The last step's updated parts are still on their way (split over replicas).
+  sharded.root.wait_for_replica_parts();
   // A resumed run that had already finished still validates at the end.
   if (validates && o.val_at_end && start_step >= total_steps) validate(total_steps);
   const double total_s = std::chrono::duration<double>(Clock::now() - run_start).count();

@@ -115,6 +115,15 @@ TEST(ParallelismConfig, Errors) {
       {"policy: {dtensor_cfg: {automodel_kwargs: {use_liger_kernel: true}}}",
        "policy.dtensor_cfg.automodel_kwargs is not empty, but tessel does not read it"},
       {"policy: {dtensor_cfg: 3}", "policy.dtensor_cfg: expected a mapping, got 3"},
+      // The optimizer split over replicas needs replicas, and FSDP x HSDP only.
+      {"policy: {dtensor_cfg: {shard_optimizer_over_replicas: true}}",
+       "policy.dtensor_cfg.shard_optimizer_over_replicas=true needs HSDP: set dp_replicate_size"},
+      {"policy: {dtensor_cfg: {shard_optimizer_over_replicas: true, dp_replicate_size: 2, "
+       "tensor_parallel_size: 2}}",
+       "is built for FSDP x dp_replicate only"},
+      {"policy: {dtensor_cfg: {shard_optimizer_over_replicas: true, dp_replicate_size: 2, "
+       "node_shared_params: true}}",
+       "cannot be combined with node_shared_params=true"},
       {"cluster: {num_nodes: -1}", "cluster.num_nodes must be a positive integer, got -1"},
       {"cluster: {gpus_per_node: eight}", "cluster.gpus_per_node: expected an integer, got 'eight'"},
   };
