@@ -327,7 +327,11 @@ void FSDPParamGroup::post_backward() {
 }
 
 void FSDPParamGroup::finish_reduce_scatter() {
-  if (!pending_ || !pending_->reduce_scatter) return;
+  if (!pending_) return;
+  if (!pending_->reduce_scatter) {
+    release_replica_reduce_input();
+    return;
+  }
   at::NoGradGuard no_grad;
   pending_->reduce_scatter->wait();
   pending_->reduce_scatter = nullptr;
@@ -358,6 +362,19 @@ void FSDPParamGroup::finish_reduce_scatter() {
     partial_reduce_output_ = pending_->output;
     pending_->apply = false;
   }
+}
+
+void FSDPParamGroup::release_replica_reduce_input() {
+  // Split over replicas, the [R*P] reduce-scattered shards are only the
+  // replicate reduce-scatter's input: once it is done (tested, not waited;
+  // finish_all_reduce still waits, for its error) they need not live until
+  // the final callback, which would hold every group's at once.
+  if (!split_over_replicas_ || !pending_->all_reduce || !pending_->output.defined() ||
+      !pending_->all_reduce->is_completed()) {
+    return;
+  }
+  track_free(Buffer::Gradients, tensor_bytes(pending_->output));
+  pending_->output = at::Tensor();
 }
 
 void FSDPParamGroup::finish_all_reduce() {
@@ -415,6 +432,10 @@ void FSDPParamGroup::gather_replica_parts() {
   // In place: this replica's part is its own slot of the buffer.
   replica_gather_ = mesh_.replicate()->all_gather_into_async(
       replica_flat_, replica_flat_.narrow(0, mesh_.replicate()->rank() * part_numel_, part_numel_));
+}
+
+bool FSDPParamGroup::replica_parts_arrived() const {
+  return !replica_gather_ || replica_gather_->is_completed();
 }
 
 void FSDPParamGroup::wait_for_replica_parts() {

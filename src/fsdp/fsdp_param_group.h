@@ -105,7 +105,9 @@ class FSDPParamGroup {
   // Waits for the reduce-scatter and frees its packed input; issues the HSDP
   // all-reduce (async) when requires_all_reduce, else keeps the partial sum
   // for a later microbatch. FSDPState calls it for earlier groups at each
-  // post-backward, so reductions finish while backward still runs.
+  // post-backward, so reductions finish while backward still runs. Once that
+  // reduce-scatter is done, later calls free its output as soon as the
+  // replicate reduce-scatter that reads it has finished (split over replicas).
   void finish_reduce_scatter();
   // Waits for the all-reduce, divides by the dp size and accumulates into the
   // sharded params' .grad (fp32).
@@ -129,6 +131,10 @@ class FSDPParamGroup {
   // read until wait_for_replica_parts() (unshard() waits first).
   void gather_replica_parts();
   void wait_for_replica_parts();
+  // Whether no all-gather of the parts is in flight any more; tests, never
+  // waits (FSDPState's forward prefetch skips a group whose parts are still
+  // crossing rather than hold up the current group's compute on them).
+  bool replica_parts_arrived() const;
 
   // --- accounting ----------------------------------------------------------
   int64_t sharded_param_bytes() const { return local_numel_ * static_cast<int64_t>(sizeof(float)); }
@@ -149,6 +155,7 @@ class FSDPParamGroup {
   }
 
  private:
+  void release_replica_reduce_input();
   // An all-gather into unsharded_flat_ and the tensor it reads (kept alive
   // until it is done).
   struct InFlight {

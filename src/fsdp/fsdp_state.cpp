@@ -19,7 +19,9 @@
 //   pre-forward   issue this group's all-gather (unless prefetched), wait for
 //                 it, issue the next group's (order recorded in the
 //                 previous iteration) so it overlaps this group's compute,
-//                 install the unsharded params;
+//                 unless that group's updated parts are still crossing
+//                 between replicas (shard_optimizer_over_replicas): then it
+//                 gathers at its own pre-forward; install the unsharded params;
 //                 wrap the floating inputs in RegisterPostBackward (below).
 //   post-forward  reshard per reshard_after_forward (the root keeps its
 //                 params), register a gradient hook on every output.
@@ -203,6 +205,13 @@ void FSDPState::prefetch(const std::vector<FSDPState*>& order, int step) {
       next->unshard_in_flight()) {
     return;
   }
+  // Split over replicas, the next group's gather reads its shards, which are
+  // complete only once the cross-replica all-gather of its updated parts has
+  // arrived. Waiting for that here would hold this group's compute behind the
+  // link; instead the next group gathers at its own pre-forward. The shard
+  // group's gathers are issued in the same order either way (each group's
+  // before the next one's), so ranks that decide differently still match.
+  if (!next->replica_parts_arrived()) return;
   next->unshard();
   ++context_->prefetches;
 }
