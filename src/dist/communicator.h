@@ -98,6 +98,20 @@ class Communicator {
   // an all-gather of in.nbytes(). `in` must not overlap `out`.
   virtual WorkPtr all_gather_segments_async(const at::Tensor& out, const at::Tensor& in,
                                             const std::vector<int64_t>& segment_numels) = 0;
+  // all_gather_into_async whose bytes cross as point-to-point pieces of at
+  // most `piece_bytes`, at most `pieces_in_flight` of them posted at once:
+  // gathers issued back to back on one group then arrive one after another,
+  // in issue order, with the link kept full. Posted all at once, MPI
+  // all-gathers share a link fragment by fragment and all arrive together
+  // at the end (docs/bench/cluster.md, issue 43). Counted like
+  // all_gather_into_async. A backend where order comes free (one process,
+  // NCCL's stream order) gathers as all_gather_into_async.
+  virtual WorkPtr all_gather_into_in_order_async(const at::Tensor& out, const at::Tensor& in,
+                                                 int64_t piece_bytes, int pieces_in_flight) {
+    (void)piece_bytes;
+    (void)pieces_in_flight;
+    return all_gather_into_async(out, in);
+  }
   virtual WorkPtr reduce_scatter_from_async(const at::Tensor& out, const at::Tensor& in,
                                             ReduceOp op) = 0;
   // In place: every rank ends with the reduction of all ranks' `tensor`.

@@ -108,6 +108,15 @@ WorkPtr DeviceCommunicator::all_gather_into_async(const at::Tensor& out, const a
   });
 }
 
+WorkPtr DeviceCommunicator::all_gather_into_in_order_async(const at::Tensor& out, const at::Tensor& in,
+                                                           int64_t piece_bytes, int pieces_in_flight) {
+  // Host tensors take MPI's ordered pieces; on a device NCCL keeps stream
+  // order, and the staged path's copies order it already.
+  if (!on_device("all_gather", {&out, &in}))
+    return host_->all_gather_into_in_order_async(out, in, piece_bytes, pieces_in_flight);
+  return all_gather_into_async(out, in);
+}
+
 WorkPtr DeviceCommunicator::all_gather_segments_async(const at::Tensor& out, const at::Tensor& in,
                                                       const std::vector<int64_t>& segment_numels) {
   if (!on_device("all_gather", {&out, &in}))

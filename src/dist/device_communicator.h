@@ -30,6 +30,8 @@ class DeviceCommunicator : public Communicator {
   const std::vector<int>& world_ranks() const override { return host_->world_ranks(); }
 
   WorkPtr all_gather_into_async(const at::Tensor& out, const at::Tensor& in) override;
+  WorkPtr all_gather_into_in_order_async(const at::Tensor& out, const at::Tensor& in, int64_t piece_bytes,
+                                         int pieces_in_flight) override;
   WorkPtr all_gather_segments_async(const at::Tensor& out, const at::Tensor& in,
                                     const std::vector<int64_t>& segment_numels) override;
   WorkPtr reduce_scatter_from_async(const at::Tensor& out, const at::Tensor& in,

@@ -64,6 +64,56 @@ TEST(MpiCollectives, AllGatherEveryDtype) {
   }
 }
 
+TEST(MpiCollectives, AllGatherInOrderPiecesEqualTheAllGather) {
+  // Pieces that divide the part, that do not, one element, more than the
+  // part; windows of one piece and of several; in place and not; several
+  // gathers issued back to back before any is awaited (the FSDP split's
+  // use), with a plain collective of the same group in between.
+  CommunicatorPtr w = world();
+  const int size = w->size(), me = w->rank();
+  const int64_t gathers_before = w->counters().count(CollectiveKind::AllGather);
+  int64_t gathers = 0;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kDouble, at::kLong}) {
+    for (int64_t piece_bytes : {1, 12, 256, 1 << 20}) {
+      for (int window : {1, 3}) {
+        std::vector<at::Tensor> outs, expected;
+        std::vector<WorkPtr> works;
+        for (int64_t n : {0, 1, 5, 1000, 4099}) {
+          if (n > 1000 && piece_bytes < 256) continue;  // thousands of one-element messages add nothing
+          const bool in_place = n % 2 == 1;
+          at::Tensor out = at::full({size * n}, 99, rank_values(me, 1, dtype).options());
+          at::Tensor in = rank_values(me, n, dtype);
+          if (in_place) {
+            out.narrow(0, me * n, n).copy_(in);
+            in = out.narrow(0, me * n, n);
+          }
+          works.push_back(w->all_gather_into_in_order_async(out, in, piece_bytes, window));
+          ++gathers;
+          std::vector<at::Tensor> parts;
+          for (int r = 0; r < size; ++r) parts.push_back(rank_values(r, n, dtype));
+          outs.push_back(out);
+          expected.push_back(at::cat(parts));
+          if (n == 5) {
+            at::Tensor between = rank_values(me, 3, at::kFloat);
+            at::Tensor gathered = at::zeros({size * 3});
+            w->all_gather_into(gathered, between);
+            ++gathers;
+            EXPECT_TRUE(at::equal(gathered.narrow(0, me * 3, 3), between));
+          }
+        }
+        for (size_t i = 0; i < works.size(); ++i) {
+          works[i]->wait();
+          EXPECT_TRUE(at::equal(outs[i], expected[i]))
+              << where(dtype, outs[i].numel() / size) << " piece " << piece_bytes << " B, window " << window;
+        }
+      }
+    }
+  }
+  // Counted as one all-gather per call, whatever the pieces.
+  EXPECT_EQ(w->counters().count(CollectiveKind::AllGather) - gathers_before, gathers);
+  EXPECT_THROW(w->all_gather_into_in_order_async(at::zeros({size * 4}), at::zeros({4}), 0, 2), Error);
+}
+
 TEST(MpiCollectives, AllGatherSegmentsLandInTheirOwnRegions) {
   CommunicatorPtr w = world();
   const int size = w->size(), me = w->rank();
