@@ -442,6 +442,31 @@ void FSDPParamGroup::gather_replica_parts() {
       kPiecesInFlight);
 }
 
+at::Tensor FSDPParamGroup::gather_parts_of(const at::Tensor& part) const {
+  TESSEL_CHECK(split_over_replicas_ && part.numel() == part_numel_,
+               "gather_parts_of({}): needs a split group and a tensor of its part's {} elements", name_, part_numel_);
+  at::Tensor whole = at::empty({replica_flat_.numel()}, part.options());
+  mesh_.replicate()->all_gather_into(whole, part.contiguous().view({-1}));
+  return whole;
+}
+
+std::vector<at::Tensor> FSDPParamGroup::shard_views(const at::Tensor& whole) const {
+  TESSEL_CHECK(split_over_replicas_ && whole.numel() == replica_flat_.numel(),
+               "shard_views({}): needs a split group and a tensor of its {} elements", name_, replica_flat_.numel());
+  std::vector<at::Tensor> views;
+  for (const FSDPParam* p : param_ptrs_) {
+    const at::Tensor& shard = p->sharded_param();
+    views.push_back(whole.narrow(0, p->shard_offset(), shard.numel()).view(shard.sizes()));
+  }
+  return views;
+}
+
+at::Tensor FSDPParamGroup::part_of(const at::Tensor& whole) const {
+  TESSEL_CHECK(split_over_replicas_ && whole.numel() == replica_flat_.numel(),
+               "part_of({}): needs a split group and a tensor of its {} elements", name_, replica_flat_.numel());
+  return whole.narrow(0, mesh_.replicate()->rank() * part_numel_, part_numel_).clone();
+}
+
 bool FSDPParamGroup::replica_parts_arrived() const {
   return !replica_gather_ || replica_gather_->is_completed();
 }

@@ -131,6 +131,14 @@ class FSDPParamGroup {
   // read until wait_for_replica_parts() (unshard() waits first).
   void gather_replica_parts();
   void wait_for_replica_parts();
+  // For checkpoints, which hold the optimizer state per parameter shard:
+  // every replica's part of a part-shaped tensor gathered into a [R*P]
+  // buffer laid out like the shards (blocking; every replica of the group
+  // calls it), each parameter's shard viewed in such a buffer (in params()
+  // order), and this replica's part of one (a copy).
+  at::Tensor gather_parts_of(const at::Tensor& part) const;
+  std::vector<at::Tensor> shard_views(const at::Tensor& whole) const;
+  at::Tensor part_of(const at::Tensor& whole) const;
   // Whether no all-gather of the parts is in flight any more; tests, never
   // waits (FSDPState's forward prefetch skips a group whose parts are still
   // crossing rather than hold up the current group's compute on them).

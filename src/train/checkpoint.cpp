@@ -179,6 +179,12 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
   world->barrier();
 
   crash_here_if_asked(info.step, rank, "before_shard");
+  // Split over replicas, the last step's updated parts may still be crossing
+  // into the shards; and the optimizer state is gathered per parameter from
+  // every replica's part (a collective: every rank, writer or not).
+  model.root.wait_for_replica_parts();
+  const std::vector<optim::AdamWParamState> states =
+      optimizer != nullptr ? model.optimizer_state_per_param(*optimizer) : std::vector<optim::AdamWParamState>{};
   const auto index = param_index(*model.model);
   // Each element is written once (writes_its_elements).
   io::NamedTensors tensors;
@@ -196,7 +202,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointInfo& info, ShardedMod
     offsets[name] = sp.dim0_offset;
     tensors.emplace_back("model/" + name, sp.local.detach().contiguous());
     if (optimizer != nullptr) {
-      const auto& st = optimizer->state().at(index.at(name));
+      const auto& st = states.at(index.at(name));
       if (st.exp_avg.defined()) {
         tensors.emplace_back("exp_avg/" + name, st.exp_avg.contiguous());
         tensors.emplace_back("exp_avg_sq/" + name, st.exp_avg_sq.contiguous());
@@ -366,7 +372,7 @@ CheckpointInfo load_checkpoint(const fs::path& step_dir, ShardedModel& model,
       for (auto& [kind, set] : *extra) fill_from_rank_files(rf, kind, name, shape, dst_map, set.at(name), step_dir);
     }
   }
-  if (with_optimizer) optimizer->load_state(std::move(states), meta.optimizer_step);
+  if (with_optimizer) optimizer->load_state(model.optimizer_state_from_params(std::move(states)), meta.optimizer_step);
   CheckpointInfo info;
   info.step = meta.step;
   info.sampler = meta.sampler;

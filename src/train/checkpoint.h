@@ -10,7 +10,9 @@
 // Layout of <checkpointing.checkpoint_dir>/step_<N>/:
 //   rank_<r>.safetensors  this rank's local fp32 shards it writes: "model/<name>",
 //                         with save_optimizer "exp_avg/<name>",
-//                         "exp_avg_sq/<name>", and the recipe's other sets
+//                         "exp_avg_sq/<name>" (per parameter shard also when
+//                         the optimizer is split over replicas: gathered
+//                         from their parts), and the recipe's other sets
 //                         laid out like the model ("reference/<name>": the
 //                         policy DPO and GRPO stay close to); the header metadata records
 //                         each shard's first row in this rank's tp piece

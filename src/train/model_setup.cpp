@@ -75,6 +75,67 @@ void ShardedModel::send_updated_part(size_t i) const {
   if (i < replica_groups.size()) replica_groups[i]->gather_replica_parts();
 }
 
+namespace {
+
+// params' index of each shard of `group` (params() order).
+std::vector<size_t> param_indices(const std::vector<at::Tensor>& params, const fsdp::FSDPParamGroup& group) {
+  std::map<const c10::TensorImpl*, size_t> index;
+  for (size_t i = 0; i < params.size(); ++i) index[params[i].unsafeGetTensorImpl()] = i;
+  std::vector<size_t> out;
+  for (const fsdp::FSDPParam* p : group.params()) {
+    const auto it = index.find(p->sharded_param().unsafeGetTensorImpl());
+    TESSEL_CHECK(it != index.end(), "group {}: a shard that is not one of the model's parameters", group.name());
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<optim::AdamWParamState> ShardedModel::optimizer_state_per_param(const optim::AdamW& optimizer) const {
+  if (replica_groups.empty()) return optimizer.state();
+  at::NoGradGuard no_grad;
+  std::vector<optim::AdamWParamState> out(params.size());
+  const auto& parts = optimizer.state();  // one per group, replica_groups' order
+  TESSEL_CHECK(parts.size() == replica_groups.size(), "the optimizer holds {} parts for {} split groups",
+               parts.size(), replica_groups.size());
+  for (size_t g = 0; g < replica_groups.size(); ++g) {
+    const fsdp::FSDPParamGroup& group = *replica_groups[g];
+    // Every rank took the same number of steps: defined everywhere or nowhere.
+    if (!parts[g].exp_avg.defined()) continue;
+    const std::vector<size_t> indices = param_indices(params, group);
+    const std::vector<at::Tensor> avg = group.shard_views(group.gather_parts_of(parts[g].exp_avg));
+    const std::vector<at::Tensor> avg_sq = group.shard_views(group.gather_parts_of(parts[g].exp_avg_sq));
+    for (size_t k = 0; k < indices.size(); ++k) out[indices[k]] = {avg[k], avg_sq[k]};
+  }
+  return out;
+}
+
+std::vector<optim::AdamWParamState> ShardedModel::optimizer_state_from_params(
+    std::vector<optim::AdamWParamState> per_param) const {
+  if (replica_groups.empty()) return per_param;
+  at::NoGradGuard no_grad;
+  std::vector<optim::AdamWParamState> parts(replica_groups.size());
+  for (size_t g = 0; g < replica_groups.size(); ++g) {
+    const fsdp::FSDPParamGroup& group = *replica_groups[g];
+    const std::vector<size_t> indices = param_indices(params, group);
+    if (indices.empty() || !per_param.at(indices.front()).exp_avg.defined()) continue;
+    // The zero tail past the shards stays zero: its gradient is zero too.
+    at::Tensor avg = at::zeros({group.replica_part().numel() * replicate_group->size()},
+                               group.replica_part().options());
+    at::Tensor avg_sq = at::zeros_like(avg);
+    const std::vector<at::Tensor> avg_views = group.shard_views(avg);
+    const std::vector<at::Tensor> avg_sq_views = group.shard_views(avg_sq);
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const optim::AdamWParamState& st = per_param.at(indices[k]);
+      avg_views[k].copy_(st.exp_avg);
+      avg_sq_views[k].copy_(st.exp_avg_sq);
+    }
+    parts[g] = {group.part_of(avg), group.part_of(avg_sq)};
+  }
+  return parts;
+}
+
 void reshard_everything(ShardedModel& model) {
   model.root.wait_for_replica_parts();  // the shards are read or swapped next
   for (const auto& module : model.model->modules()) {

@@ -30,6 +30,7 @@
 #include "fsdp/fully_shard.h"
 #include "models/causal_lm.h"
 #include "models/init.h"
+#include "optim/adamw.h"
 #include "optim/grad_norm.h"
 #include "parallel/param_registry.h"
 #include "parallel/expert_dispatch.h"
@@ -103,6 +104,16 @@ struct ShardedModel {
   // Issues group i's all-gather of the updated parts (no-op without
   // replica_groups): for AdamW::step's `updated`.
   void send_updated_part(size_t i) const;
+  // The optimizer's state per parameter of `params` (checkpoints keep it so,
+  // whatever a run updates): `optimizer`'s own, or with replica_groups each
+  // group's parts gathered from every replica and viewed as its parameters'
+  // shards (collective over dp_replicate: every rank calls it). Undefined
+  // moments before the first step.
+  std::vector<optim::AdamWParamState> optimizer_state_per_param(const optim::AdamW& optimizer) const;
+  // The reverse, for AdamW::load_state: state per parameter of `params`
+  // (as a checkpoint holds it) -> per parameter the optimizer updates.
+  std::vector<optim::AdamWParamState> optimizer_state_from_params(
+      std::vector<optim::AdamWParamState> per_param) const;
 };
 
 // Reshards every FSDP group of the model, so the next forward gathers the

@@ -92,13 +92,6 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
 
   const int64_t total_steps = std::min(o.max_num_steps, o.max_num_epochs * recipe.steps_per_epoch());
   const int64_t num_params = global_parameter_count(sharded);
-  if (!sharded.replica_groups.empty() && o.checkpoint.enabled) {
-    // Each replica holds the AdamW state of its part only; checkpoint.cpp
-    // saves and loads it per parameter, which that state is not.
-    throw UsageError("policy.dtensor_cfg.shard_optimizer_over_replicas=true does not checkpoint yet (each "
-                     "replica holds the optimizer state of its part only): set checkpointing.enabled=false, "
-                     "or the key to false");
-  }
   optim::AdamW optimizer(sharded.optimizer_params(), o.adamw);
   std::vector<StepMetrics> steps;
   std::vector<ValMetrics> validations;

@@ -5,16 +5,17 @@
 // norm) and several micro batches per rank, both ways of accumulating them.
 // (HSDP 2 x 1 is not a mesh tessel builds: dp_replicate_size must leave
 // something to shard, mesh_layout.cpp.)
-// The optimizer state is the part's only; checkpointing is refused.
+// The optimizer state is the part's only; checkpoints hold it per parameter
+// shard, so they resume with or without the split.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
 #include "fsdp/fsdp_param_group.h"
@@ -108,14 +109,50 @@ TEST_F(ReplicaSplitParity, KeyOffLeavesTheOptimizerWhole) {
   EXPECT_EQ(got.model.optimizer_params().size(), got.model.params.size());
 }
 
-TEST_F(ReplicaSplitParity, CheckpointingIsRefused) {
-  try {
-    run(4, 2, {"policy.model_name=tiny-qwen2", "policy.dtensor_cfg.shard_optimizer_over_replicas=true",
-               "checkpointing.enabled=true", "checkpointing.checkpoint_dir=" + (dir_ / "ckpt").string()});
-    ADD_FAILURE() << "expected UsageError";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("does not checkpoint yet"), std::string::npos) << e.what();
-  }
+// Checkpoints keep the optimizer state per parameter shard, whatever a run
+// updated: a split run's step-3 checkpoint resumes with the split and
+// without it, and an unsplit run's resumes with it; each continues as the
+// uninterrupted split run did (SPEC 8 tolerances), to the same parameters.
+TEST_F(ReplicaSplitParity, CheckpointsResumeWithAndWithoutTheSplit) {
+  namespace fs = std::filesystem;
+  const std::string split = "policy.dtensor_cfg.shard_optimizer_over_replicas=true";
+  const TrainResult straight = run(4, 2, {"policy.model_name=tiny-llama", split});
+  ASSERT_EQ(straight.steps.size(), 6u);
+  const std::vector<StepMetrics> first_three(straight.steps.begin(), straight.steps.begin() + 3);
+  const fs::path root = testing::shared_dir("replica_split_ckpt");
+  const auto saving = [&](const std::string& dir, int steps, bool with_split) {
+    std::vector<std::string> o = {"policy.model_name=tiny-llama", "checkpointing.enabled=true",
+                                  "checkpointing.checkpoint_dir='" + (root / dir).string() + "'",
+                                  "checkpointing.save_period=3", "sft.max_num_steps=" + std::to_string(steps)};
+    if (with_split) o.push_back(split);
+    return o;
+  };
+  const auto expect_same_params = [&](const TrainResult& got, const std::string& what) {
+    std::map<std::string, at::Tensor> want;
+    for (const auto& [name, p] : mesh_state_dict(straight.model)) want[name] = p.local.detach();
+    for (const auto& [name, p] : mesh_state_dict(got.model)) {
+      EXPECT_TRUE(at::allclose(p.local.detach(), want.at(name), 1e-4, 1e-5)) << what << ": " << name;
+    }
+  };
+
+  expect_same_steps(run(4, 2, saving("split", 3, true)).steps, first_three, "split run, saved at step 3");
+  ASSERT_TRUE(fs::exists(root / "split" / "step_3" / "metadata.json"));
+  // The same checkpoint resumed both ways: copied before either adds to it.
+  if (dist::world()->rank() == 0) fs::copy(root / "split", root / "split_copy", fs::copy_options::recursive);
+  dist::world()->barrier();
+  const TrainResult split_split = run(4, 2, saving("split", 6, true));
+  expect_same_steps(split_split.steps, straight.steps, "split checkpoint resumed with the split", 3);
+  expect_same_params(split_split, "split checkpoint resumed with the split");
+  const TrainResult split_whole = run(4, 2, saving("split_copy", 6, false));
+  expect_same_steps(split_whole.steps, straight.steps, "split checkpoint resumed without the split", 3);
+  expect_same_params(split_whole, "split checkpoint resumed without the split");
+
+  run(4, 2, saving("whole", 3, false));
+  const TrainResult whole_split = run(4, 2, saving("whole", 6, true));
+  expect_same_steps(whole_split.steps, straight.steps, "unsplit checkpoint resumed with the split", 3);
+  expect_same_params(whole_split, "unsplit checkpoint resumed with the split");
+  dist::world()->barrier();
+  if (dist::world()->rank() == 0) fs::remove_all(root);
 }
 
 }  // namespace
