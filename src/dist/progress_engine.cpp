@@ -47,14 +47,15 @@ void back_off(std::chrono::steady_clock::duration quiet) {
 // gets a core whenever the compute thread waits, and a core of its own where
 // there are spare ones. Measured (docs/bench/vs_pytorch.md): FSDP over 2
 // ranks on 2 cores, 1.37-1.62 s/step at nice 10 against 1.53-2.35 s at 0.
-int engine_nice() {
+int engine_nice(bool across_nodes) {
   const char* env = std::getenv("TESSEL_ENGINE_NICE");
-  if (env == nullptr || *env == '\0') return 10;
+  if (env == nullptr || *env == '\0') return across_nodes ? 0 : 10;
   char* end = nullptr;
   const long value = std::strtol(env, &end, 10);
   if (end == env || *end != '\0' || value < 0 || value > 19) {
     throw UsageError(fmt::format(
-        "TESSEL_ENGINE_NICE='{}' is not a nice value from 0 to 19; unset it for the default of 10",
+        "TESSEL_ENGINE_NICE='{}' is not a nice value from 0 to 19; unset it for the default (10 on one node, 0 "
+        "across nodes)",
         env));
   }
   return static_cast<int>(value);
@@ -106,8 +107,8 @@ ProgressEngine& ProgressEngine::instance() {
   return *engine;
 }
 
-void ProgressEngine::start(int world_rank, bool thread_multiple, bool blocking_calls) {
-  const int nice = engine_nice();  // a bad value throws here, on the caller's thread
+void ProgressEngine::start(int world_rank, bool thread_multiple, bool blocking_calls, bool across_nodes) {
+  const int nice = engine_nice(across_nodes);  // a bad value throws here, on the caller's thread
   std::lock_guard<std::mutex> lock(mutex_);
   if (running_) return;
   world_rank_ = world_rank;

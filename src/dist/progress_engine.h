@@ -54,9 +54,13 @@ namespace tessel::dist {
 class ProgressEngine;
 class Watchdog;
 
-// The communication thread's nice value: TESSEL_ENGINE_NICE (0-19), default
-// 10. Throws a UsageError for any other value.
-int engine_nice();
+// The communication thread's nice value: TESSEL_ENGINE_NICE (0-19). The
+// default is 10 in a job on one node, where the thread's polling should
+// yield to the compute threads it shares cores with, and 0 in a job across
+// nodes, where the thread feeds the network links and a delay leaves a link
+// idle (docs/bench/cluster.md: faster at nice 0 in every multi-node layout
+// and rate measured). Throws a UsageError for any other value.
+int engine_nice(bool across_nodes = false);
 
 // Handed to a running job: awaits its MPI requests and lends it scratch.
 class Progress {
@@ -120,7 +124,8 @@ class ProgressEngine {
   // `blocking_calls`: a task's blocking MPI call may run at all; false where
   // ranks outnumber the cores (core_sharing.h): MPI's blocking calls spin,
   // the polled job yields the core between tests.
-  void start(int world_rank, bool thread_multiple, bool blocking_calls);
+  // `across_nodes`: the job's ranks run on more than one node (engine_nice).
+  void start(int world_rank, bool thread_multiple, bool blocking_calls, bool across_nodes = false);
   bool running() const;
   // Queues a task; throws tessel::Error when the engine is not running.
   void submit(CommTask task);

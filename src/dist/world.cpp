@@ -130,7 +130,8 @@ CommunicatorPtr make_mpi_world(std::chrono::milliseconds timeout) {
   auto nodes = std::make_shared<const NodeMap>(NodeMap::from_names(gather_processor_names(comm, size)));
   const CoreSharing sharing = core_sharing(gather_names(comm, size, this_machine_id()), rank, usable_cores());
   state().core_sharing = sharing;
-  ProgressEngine::instance().start(rank, provided >= MPI_THREAD_MULTIPLE, !sharing.oversubscribed());
+  ProgressEngine::instance().start(rank, provided >= MPI_THREAD_MULTIPLE, !sharing.oversubscribed(),
+                                   nodes->num_nodes() > 1);
   return std::make_shared<MpiCommunicator>(comm, rank, std::move(ranks), "world", timeout, std::move(nodes));
 }
 
