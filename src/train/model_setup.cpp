@@ -77,10 +77,17 @@ void ShardedModel::send_updated_part(size_t i) const {
 
 namespace {
 
-// params' index of each shard of `group` (params() order).
-std::vector<size_t> param_indices(const std::vector<at::Tensor>& params, const fsdp::FSDPParamGroup& group) {
-  std::map<const c10::TensorImpl*, size_t> index;
+using ParamIndex = std::map<const c10::TensorImpl*, size_t>;
+
+// Where each of `params` is in that list, by tensor.
+ParamIndex index_of(const std::vector<at::Tensor>& params) {
+  ParamIndex index;
   for (size_t i = 0; i < params.size(); ++i) index[params[i].unsafeGetTensorImpl()] = i;
+  return index;
+}
+
+// params' index of each shard of `group` (params() order).
+std::vector<size_t> param_indices(const ParamIndex& index, const fsdp::FSDPParamGroup& group) {
   std::vector<size_t> out;
   for (const fsdp::FSDPParam* p : group.params()) {
     const auto it = index.find(p->sharded_param().unsafeGetTensorImpl());
@@ -96,6 +103,7 @@ std::vector<optim::AdamWParamState> ShardedModel::optimizer_state_per_param(cons
   if (replica_groups.empty()) return optimizer.state();
   at::NoGradGuard no_grad;
   std::vector<optim::AdamWParamState> out(params.size());
+  const ParamIndex index = index_of(params);
   const auto& parts = optimizer.state();  // one per group, replica_groups' order
   TESSEL_CHECK(parts.size() == replica_groups.size(), "the optimizer holds {} parts for {} split groups",
                parts.size(), replica_groups.size());
@@ -103,7 +111,7 @@ std::vector<optim::AdamWParamState> ShardedModel::optimizer_state_per_param(cons
     const fsdp::FSDPParamGroup& group = *replica_groups[g];
     // Every rank took the same number of steps: defined everywhere or nowhere.
     if (!parts[g].exp_avg.defined()) continue;
-    const std::vector<size_t> indices = param_indices(params, group);
+    const std::vector<size_t> indices = param_indices(index, group);
     const std::vector<at::Tensor> avg = group.shard_views(group.gather_parts_of(parts[g].exp_avg));
     const std::vector<at::Tensor> avg_sq = group.shard_views(group.gather_parts_of(parts[g].exp_avg_sq));
     for (size_t k = 0; k < indices.size(); ++k) out[indices[k]] = {avg[k], avg_sq[k]};
@@ -116,9 +124,10 @@ std::vector<optim::AdamWParamState> ShardedModel::optimizer_state_from_params(
   if (replica_groups.empty()) return per_param;
   at::NoGradGuard no_grad;
   std::vector<optim::AdamWParamState> parts(replica_groups.size());
+  const ParamIndex index = index_of(params);
   for (size_t g = 0; g < replica_groups.size(); ++g) {
     const fsdp::FSDPParamGroup& group = *replica_groups[g];
-    const std::vector<size_t> indices = param_indices(params, group);
+    const std::vector<size_t> indices = param_indices(index, group);
     if (indices.empty() || !per_param.at(indices.front()).exp_avg.defined()) continue;
     // The zero tail past the shards stays zero: its gradient is zero too.
     at::Tensor avg = at::zeros({group.replica_part().numel() * replicate_group->size()},
