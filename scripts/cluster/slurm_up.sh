@@ -8,6 +8,8 @@
 # machine's own SLURM (if any) and other pretend clusters are untouched.
 #
 # Usage: scripts/cluster/slurm_up.sh [CPUS_PER_NODE]    (default 2)
+#        SLURMD_TIMEOUT=S (default 10): how long a node may not answer before
+#        SLURM marks it down
 # then:  scripts/cluster/slurm.sh sbatch ...  /  squeue  /  sinfo
 #        scripts/cluster/slurm_down.sh
 # Needs root, a cluster from up.sh, and slurmctld, slurmd, munged (Debian:
@@ -17,6 +19,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/common.sh"
 cpus=${1:-2}
 [[ $cpus =~ ^[1-9][0-9]{0,2}$ ]] || cluster_die "CPUS_PER_NODE must be 1-999, got '$cpus'"
+slurmd_timeout=${SLURMD_TIMEOUT:-10}
+[[ $slurmd_timeout =~ ^[1-9][0-9]{0,3}$ ]] || cluster_die "SLURMD_TIMEOUT must be 1-9999 seconds, got '$slurmd_timeout'"
 cluster_require_root
 [[ -f $CLUSTER_STATE/nodes ]] || cluster_die "no cluster is up: run scripts/cluster/up.sh NODES [RATE] first"
 nodes=$(cat "$CLUSTER_STATE/nodes")
@@ -83,10 +87,11 @@ JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
 # The nodes claim CPUs=$cpus whatever this machine has (they share its cores).
 SlurmdParameters=config_overrides
-# A node that stops answering is DOWN after 10 s, so its job is requeued
-# (JobRequeue=1 makes --requeue the default) long before a job would wait
-# for it; one that answers again returns by itself (ReturnToService=2).
-SlurmdTimeout=10
+# A node that stops answering is DOWN after SlurmdTimeout (10 s unless
+# SLURMD_TIMEOUT), so its job is requeued (JobRequeue=1 makes --requeue the
+# default) long before a job would wait for it; one that answers again
+# returns by itself (ReturnToService=2).
+SlurmdTimeout=$slurmd_timeout
 SlurmctldTimeout=10
 MessageTimeout=5
 JobRequeue=1

@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "dist/job_output_watch.h"
 #include "dist/process_tree.h"
+#include "dist/slurm_allocation.h"
 
 namespace tessel::dist {
 
@@ -50,6 +51,8 @@ std::string ended_by_tessel_text(std::chrono::milliseconds abort_grace) {
 constexpr auto kProbeTimeout = std::chrono::seconds(3);
 // The port asked: ssh's, open on most cluster nodes; a closed port answers too.
 constexpr int kProbePort = 22;
+// How long SLURM's controller gets to list the allocation's nodes.
+constexpr auto kScontrolTimeout = std::chrono::seconds(10);
 
 volatile sig_atomic_t pending_signal = 0;
 volatile sig_atomic_t pending_from_user = 0;
@@ -130,6 +133,29 @@ pid_t start_child(const std::vector<std::string>& argv, int stderr_write, int st
   return child;
 }
 
+// The job's nodes and which of them answer: the host file's, else (mpirun
+// took its nodes from SLURM) the allocation's, each named "node1
+// at 10.213.0.2" where SLURM addresses it otherwise; none outside both.
+NodeAnswers ask_the_nodes(const std::vector<std::string>& hosts_in_file) {
+  NodeAnswers nodes;
+  if (!hosts_in_file.empty()) {
+    nodes.source = "host file";
+    nodes.answers = probe_hosts(hosts_in_file, kProbePort, kProbeTimeout);
+    return nodes;
+  }
+  const std::vector<AllocationNode> allocation = slurm_allocation_nodes(kScontrolTimeout, nodes.unavailable);
+  if (allocation.empty()) return nodes;
+  nodes.source = "SLURM allocation";
+  std::vector<std::string> addresses;
+  for (const auto& node : allocation) addresses.push_back(node.address);
+  nodes.answers = probe_hosts(addresses, kProbePort, kProbeTimeout);
+  for (size_t i = 0; i < nodes.answers.size(); ++i) {
+    const AllocationNode& node = allocation[i];
+    nodes.answers[i].host = node.name == node.address ? node.name : fmt::format("{} at {}", node.name, node.address);
+  }
+  return nodes;
+}
+
 int exit_status_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -138,23 +164,29 @@ int exit_status_of(int status) {
 
 }  // namespace
 
-std::string job_failure_summary(const std::vector<TimedOutCollective>& timeouts,
-                                const std::vector<HostAnswer>& answers, bool ended_by_tessel,
-                                std::chrono::milliseconds abort_grace,
+bool NodeAnswers::lost_any() const {
+  return std::any_of(answers.begin(), answers.end(), [](const HostAnswer& a) { return !a.answered; });
+}
+
+std::string job_failure_summary(const std::vector<TimedOutCollective>& timeouts, const NodeAnswers& nodes,
+                                bool ended_by_tessel, std::chrono::milliseconds abort_grace,
                                 const std::string& rerun_command) {
   std::vector<std::string> lost;
-  for (const auto& answer : answers) {
+  for (const auto& answer : nodes.answers) {
     if (!answer.answered) lost.push_back(fmt::format("{} ({})", answer.host, answer.detail));
   }
-  std::string nodes;
-  if (answers.empty()) {
-    nodes = "a peer process died, hangs, or lost its network (no host file to ask the nodes)";
+  std::string what;
+  if (nodes.answers.empty()) {
+    what = nodes.unavailable.empty()
+               ? std::string("a peer process died, hangs, or lost its network (no host file to ask the nodes)")
+               : fmt::format("a peer process died, hangs, or lost its network (could not list the nodes to ask "
+                             "them: {})",
+                             nodes.unavailable);
   } else if (lost.empty()) {
-    nodes = fmt::format("every node of the host file answered ({}): a rank died or hangs rather than "
-                        "a node being lost",
-                        answers.size());
+    what = fmt::format("every node of the {} answered ({}): a rank died or hangs rather than a node being lost",
+                       nodes.source, nodes.answers.size());
   } else {
-    nodes = fmt::format("lost node{} {}", lost.size() == 1 ? "" : "s", fmt::join(lost, ", "));
+    what = fmt::format("lost node{} {}", lost.size() == 1 ? "" : "s", fmt::join(lost, ", "));
   }
   // The timeouts of one collective on one group, with the ranks that saw it.
   std::map<std::pair<std::string, std::string>, std::set<int>> by_group;
@@ -169,11 +201,17 @@ std::string job_failure_summary(const std::vector<TimedOutCollective>& timeouts,
                                  ranks.size() == 1 ? "" : "s", fmt::join(ranks, ",")));
   }
   std::string line = fmt::format("tessel run: the job failed: {}. Collectives that did not finish within {}: {}.",
-                                 nodes, limit, fmt::join(groups, "; "));
+                                 what, limit, fmt::join(groups, "; "));
   if (ended_by_tessel) line += " " + ended_by_tessel_text(abort_grace);
-  line += fmt::format(" {} from the last checkpoint with: {}",
-                      lost.empty() ? "Resume" : "Once the node answers again (or with it out of the host file), resume",
-                      rerun_command);
+  std::string resume = "Resume";
+  if (!lost.empty() && nodes.source == "host file") {
+    resume = "Once the node answers again (or with it out of the host file), resume";
+  } else if (!lost.empty()) {
+    resume = fmt::format("Exit status {}: a job script run with --requeue is requeued once SLURM marks the node "
+                         "down (examples/slurm/tessel.sbatch waits for that); else resume",
+                         kLostNodeExitStatus);
+  }
+  line += fmt::format(" {} from the last checkpoint with: {}", resume, rerun_command);
   return line;
 }
 
@@ -230,11 +268,12 @@ int supervise_launch(const SupervisedLaunch& launch) {
   ::close(output);
   end_leftovers();
 
+  bool lost_node = false;
   if (!watch.timeouts().empty()) {
-    std::vector<HostAnswer> answers;
-    if (!hosts.empty()) answers = probe_hosts(hosts, kProbePort, kProbeTimeout);
-    const std::string summary = job_failure_summary(watch.timeouts(), answers, ended_by_tessel,
-                                                    launch.abort_grace, launch.rerun_command);
+    const NodeAnswers nodes = ask_the_nodes(hosts);
+    lost_node = nodes.lost_any();
+    const std::string summary =
+        job_failure_summary(watch.timeouts(), nodes, ended_by_tessel, launch.abort_grace, launch.rerun_command);
     std::fprintf(stderr, "%s\n", summary.c_str());
     std::fflush(stderr);
   } else if (ended_by_tessel) {
@@ -242,6 +281,7 @@ int supervise_launch(const SupervisedLaunch& launch) {
                  ended_by_tessel_text(launch.abort_grace).c_str(), launch.rerun_command.c_str());
     std::fflush(stderr);
   }
+  if (lost_node) return kLostNodeExitStatus;
   if (ended_by_tessel) return 1;
   return exit_status_of(status);
 }

@@ -7,10 +7,11 @@
 // reads it (dist/job_output_watch.h), and once a rank has reported a
 // collective timeout, called MPI_Abort or died, gives mpirun `abort_grace` to
 // end the job itself; after that it ends mpirun and every process under it on
-// this machine. Either way, when ranks reported timeouts it asks the host
-// file's nodes which still answer (dist/host_reachability.h) and prints one
-// line naming the lost node(s), the group whose collective timed out, and the
-// command that resumes the run.
+// this machine. Either way, when ranks reported timeouts it asks the job's
+// nodes which still answer (dist/host_reachability.h): those of the host
+// file, or without one those of the SLURM allocation it runs in
+// (dist/slurm_allocation.h), and prints one line naming the lost node(s), the
+// group whose collective timed out, and the command that resumes the run.
 //
 // Signals: SIGTERM and SIGHUP (a scheduler ending the job) are passed on to
 // mpirun; SIGINT from the terminal reaches mpirun directly (same process
@@ -40,18 +41,33 @@ struct SupervisedLaunch {
 // value that is not a positive number.
 std::chrono::milliseconds default_abort_grace();
 
+// The exit status of a job that lost a node (a node of its host file or
+// SLURM allocation did not answer after ranks' collectives timed out):
+// EX_TEMPFAIL, "try again later", so that a job script can tell it from a
+// failure of the run itself and have the job requeued
+// (examples/slurm/tessel.sbatch).
+inline constexpr int kLostNodeExitStatus = 75;
+
 // Runs the launch to its end. Returns the command's exit status: mpirun's own
-// (128 + signal when it was killed by one), or 1 when this process had to end
-// the job. tessel::Error when the launcher cannot be started.
+// (128 + signal when it was killed by one), 1 when this process had to end
+// the job, or kLostNodeExitStatus when a node did not answer. tessel::Error
+// when the launcher cannot be started.
 int supervise_launch(const SupervisedLaunch& launch);
+
+// What the job's nodes answered after a timeout, and where their list came from.
+struct NodeAnswers {
+  std::string source;               // "host file", "SLURM allocation"; "" when there was none
+  std::vector<HostAnswer> answers;  // one per node, its host as the line names it
+  std::string unavailable;          // why the nodes could not be listed (SLURM did not answer), or ""
+  bool lost_any() const;
+};
 
 // The closing line after ranks reported collective timeouts: which nodes did
 // not answer (all answered: a rank died or hangs instead), the group and
 // collective and the ranks that reported it, whether tessel ended the job, and
-// the command that resumes it. `answers` is empty when there was no host file.
-std::string job_failure_summary(const std::vector<TimedOutCollective>& timeouts,
-                                const std::vector<HostAnswer>& answers, bool ended_by_tessel,
-                                std::chrono::milliseconds abort_grace,
+// the command that resumes it.
+std::string job_failure_summary(const std::vector<TimedOutCollective>& timeouts, const NodeAnswers& nodes,
+                                bool ended_by_tessel, std::chrono::milliseconds abort_grace,
                                 const std::string& rerun_command);
 
 }  // namespace tessel::dist

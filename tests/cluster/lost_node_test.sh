@@ -6,7 +6,7 @@
 #   - node 1's link down for 10 s of a 60 s collective timeout, then up: the
 #     job finishes with exactly the reference losses;
 #   - node 1's link down for good (timeout 10 s): `tessel run` returns
-#     non-zero within timeout + 30 s, its last line names node 1's address,
+#     75 (a lost node) within timeout + 30 s, its last line names node 1's address,
 #     the group whose collective timed out and the resume command; no process
 #     is left on node 0, and once the link is back none on node 1; the
 #     printed resume command, run as printed, continues from the last
@@ -56,7 +56,7 @@ returned_at=$(date +%s.%N)
 if kill -0 "$pid" 2>/dev/null; then echo "FAIL lost: tessel run still running 5 min after the link went down"; kill -9 "$pid"; fail=1; fi
 rc=0; wait "$pid" || rc=$?
 took=$(python3 -c "print(round($returned_at - $down_at, 1))")
-if ((rc != 0)); then echo "ok   lost: tessel run exited $rc"; else echo "FAIL lost: tessel run exited 0"; fail=1; fi
+if ((rc == 75)); then echo "ok   lost: tessel run exited $rc (a lost node)"; else echo "FAIL lost: tessel run exited $rc, not 75 (a lost node)"; fail=1; fi
 if python3 -c "import sys; sys.exit(0 if $took <= $timeout_s + 30 else 1)"; then
   echo "ok   lost: tessel run returned ${took} s after the link went down (bound: timeout ${timeout_s} s + 30 s)"
 else echo "FAIL lost: tessel run returned ${took} s after the link went down (bound: $((timeout_s + 30)) s)"; fail=1; fi

@@ -7,10 +7,14 @@
 #   - `srun --mpi=pmix tessel train ...` in an allocation (no mpirun) gives
 #     the same losses;
 #   - a second submission loses a node: once the job has saved its step-3
-#     checkpoint, node1's link is taken down. SLURM marks node1 down, kills
-#     the job and requeues it (--requeue); the requeued job runs on node0 and
-#     node2, resumes from its newest checkpoint and completes, and every step
-#     it logged, before and after the loss, has the undisturbed run's loss.
+#     checkpoint, node1's link is taken down. As on a real cluster, tessel
+#     notices first (collective timeout 10 s; SLURM here waits 30 s,
+#     SlurmdTimeout, where real clusters wait 300 s): `tessel run` names
+#     node1, taken from the allocation (no host file), and exits 75; the job
+#     script waits; SLURM marks node1 down, kills the job and requeues it
+#     (--requeue); the requeued job runs on node0 and node2, resumes from
+#     its newest checkpoint and completes, and every step it logged, before
+#     and after the loss, has the undisturbed run's loss.
 #     The ranks on node1 are stopped (SIGSTOP) just before the link goes down
 #     and continued right after, so the run cannot finish in the moment
 #     between noticing the checkpoint and cutting the link, however fast it
@@ -28,7 +32,7 @@ grep -q cgroup /proc/mounts || skip "no cgroup file system mounted: slurmd 22.05
 cluster=$root/scripts/cluster
 source "$cluster/training_job.sh"
 bash "$cluster/up.sh" 3 none
-bash "$cluster/slurm_up.sh" 2 || { tail -n 20 "$work"/slurm/*.log; exit 1; }
+SLURMD_TIMEOUT=30 bash "$cluster/slurm_up.sh" 2 || { tail -n 20 "$work"/slurm/*.log; exit 1; }
 
 steps=12
 train_args=("$root/examples/configs/default.yaml" sft.max_num_steps=$steps sft.val_at_start=false
@@ -82,8 +86,9 @@ slurm srun --mpi=pmix -N 2 --ntasks-per-node=2 --cpu-bind=none "$bin" train "${t
   >"$work/srun.log" 2>&1 || { echo "FAIL srun: exit non-zero"; tail -n 20 "$work/srun.log"; fail=1; }
 same_losses srun "losses per step equal the plain mpirun run's"
 
-# 2. node1 lost after the step-3 checkpoint.
-job=$(submit lost)
+# 2. node1 lost after the step-3 checkpoint; tessel's timeout ends the run
+# before SLURM notices.
+job=$(TESSEL_COLLECTIVE_TIMEOUT_S=10 TESSEL_RUN_ABORT_GRACE_S=2 submit lost)
 for _ in $(seq 600); do [[ -f $work/lost/ckpt/step_3/metadata.json ]] && break; sleep 0.1; done
 check lost "saved its step-3 checkpoint on $(field "$job" NodeList)" test -f "$work/lost/ckpt/step_3/metadata.json"
 ranks=$(for pid in $(ip netns pids "$TESSEL_CLUSTER_NAME-node1"); do
@@ -98,6 +103,9 @@ echo "    after the cut: $(paste -sd ';' "$work/states" | sed 's/;/, /g')"
 check lost "job $job ended $state after $(field "$job" Restarts) requeue(s)" test "$state" = COMPLETED -a "$(field "$job" Restarts)" -ge 1
 check lost "the requeued job ran without node1: $(field "$job" NodeList)" test "$(field "$job" NodeList)" = "node[0,2]"
 check lost "node1 is down in SLURM: $(slurm sinfo -h -n node1 -o %T)" bash -c "[[ \$(bash '$cluster/slurm.sh' sinfo -h -n node1 -o %T) == down* ]]"
+named=$(grep -o 'the job failed: lost node [^(]*' "$work/lost.out" || true)
+check lost "tessel run named the node: '${named:-nothing}'" grep -q 'the job failed: lost node node1 at ' "$work/lost.out"
+check lost "the job script waited for SLURM" grep -q 'tessel.sbatch: waiting up to 90 s for SLURM' "$work/lost.out"
 resumed=$(grep -o 'resumed from [^ ]*' "$work/lost.out" || true)
 check lost "the requeued run ${resumed:-did not resume}" test -n "$resumed"
 same_losses lost "losses per step, before the loss and after the resume, equal the plain mpirun run's"

@@ -1,12 +1,14 @@
 // The pieces `tessel run` uses to end a job mpirun cannot end: reading ranks'
 // timeout lines back, host files, asking nodes whether they answer, the
-// process tree, the closing line, and the supervisor itself on real child
-// processes (a job that ends, and one that hangs after a rank's abort
-// notice). The pretend-cluster test (tests/cluster/lost_node_test.sh) runs it
+// process tree, the closing line, the nodes of a SLURM allocation (from a
+// stand-in scontrol), and the supervisor itself on real child processes (a
+// job that ends, one that hangs after a rank's abort notice, one that lost a
+// node of its allocation). The pretend-cluster test (tests/cluster/lost_node_test.sh) runs it
 // with a node's link really taken down.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +21,7 @@
 #include "dist/job_output_watch.h"
 #include "dist/job_supervisor.h"
 #include "dist/process_tree.h"
+#include "dist/slurm_allocation.h"
 #include "dist/timeout.h"
 
 namespace tessel::dist {
@@ -118,11 +121,20 @@ TEST(ProcessTree, FindsGrandchildren) {
   ::waitpid(child, nullptr, 0);
 }
 
+// A stand-in for mpirun as a shell script: real processes, the exit status
+// and the hang are the script's.
+std::string script(const std::string& name, const std::string& body) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
 TEST(JobFailureSummary, NamesTheLostNodeTheGroupAndTheResume) {
   const std::vector<TimedOutCollective> timeouts = {{"all_reduce", "dp (ranks 0,1,2,3)", "30 s", 0},
                                                     {"all_reduce", "dp (ranks 0,1,2,3)", "30 s", 1}};
-  const std::vector<HostAnswer> answers = {{"10.213.0.1", true, "connection refused"},
-                                           {"10.213.0.2", false, "no answer within 3 s"}};
+  const NodeAnswers answers = {
+      "host file", {{"10.213.0.1", true, "connection refused"}, {"10.213.0.2", false, "no answer within 3 s"}}, ""};
   const std::string line =
       job_failure_summary(timeouts, answers, true, 15s, "tessel run -n 4 --hostfile h -- train c.yaml");
   EXPECT_EQ(line,
@@ -133,9 +145,133 @@ TEST(JobFailureSummary, NamesTheLostNodeTheGroupAndTheResume) {
             "node. Once the node answers again (or with it out of the host file), resume from the "
             "last checkpoint with: tessel run -n 4 --hostfile h -- train c.yaml");
   const std::string all_there = job_failure_summary(
-      timeouts, {{"a", true, "connected"}, {"b", true, "connected"}}, false, 15s, "again");
+      timeouts, {"host file", {{"a", true, "connected"}, {"b", true, "connected"}}, ""}, false, 15s, "again");
   EXPECT_NE(all_there.find("every node of the host file answered (2)"), std::string::npos) << all_there;
   EXPECT_EQ(all_there.find("tessel run ended it"), std::string::npos);
+}
+
+TEST(JobFailureSummary, UnderSlurmSaysTheExitStatusThatRequeues) {
+  const std::vector<TimedOutCollective> timeouts = {{"all_gather", "dp_replicate (ranks 0,2)", "60 s", 0}};
+  const NodeAnswers allocation = {"SLURM allocation",
+                                  {{"node0 at 10.213.0.1", true, "connection refused"},
+                                   {"node1 at 10.213.0.2", false, "no answer within 3 s"}},
+                                  ""};
+  EXPECT_EQ(job_failure_summary(timeouts, allocation, false, 15s, "tessel run -n 4 -- train c.yaml"),
+            "tessel run: the job failed: lost node node1 at 10.213.0.2 (no answer within 3 s). Collectives that "
+            "did not finish within 60 s: all_gather on group 'dp_replicate (ranks 0,2)' (rank 0). Exit status 75: "
+            "a job script run with --requeue is requeued once SLURM marks the node down "
+            "(examples/slurm/tessel.sbatch waits for that); else resume from the last checkpoint with: tessel run "
+            "-n 4 -- train c.yaml");
+  const std::string all_there = job_failure_summary(
+      timeouts, {"SLURM allocation", {{"node0", true, "connected"}, {"node1", true, "connected"}}, ""}, false, 15s,
+      "again");
+  EXPECT_NE(all_there.find("every node of the SLURM allocation answered (2)"), std::string::npos) << all_there;
+  EXPECT_NE(all_there.find("Resume from the last checkpoint with: again"), std::string::npos) << all_there;
+  const std::string unlisted =
+      job_failure_summary(timeouts, {"", {}, "scontrol did not answer within 10000 ms"}, false, 15s, "again");
+  EXPECT_NE(unlisted.find("could not list the nodes to ask them: scontrol did not answer within 10000 ms"),
+            std::string::npos)
+      << unlisted;
+}
+
+TEST(SlurmAllocation, ParsesNodeNamesAndAddresses) {
+  // As `scontrol show node -o node[0-2]` prints them (22.05), one line each.
+  const std::string text =
+      "NodeName=node0 Arch=x86_64 CoresPerSocket=1 CPUAlloc=2 CPUTot=2 CPULoad=0.50 AvailableFeatures=(null) "
+      "ActiveFeatures=(null) Gres=(null) NodeAddr=10.213.0.1 NodeHostName=node0 Version=22.05.8 OS=Linux "
+      "RealMemory=1 AllocMem=0 FreeMem=N/A Sockets=2 Boards=1 State=ALLOCATED ThreadsPerCore=1 TmpDisk=0 "
+      "Weight=1 Owner=N/A MCS_label=N/A Partitions=main\n"
+      "NodeName=node1 Arch=x86_64 CPUTot=2 NodeAddr=10.213.0.2 NodeHostName=node1 State=ALLOCATED+NOT_RESPONDING\n"
+      "\n"
+      "NodeName=gpu-a17 CPUTot=64 NodeHostName=gpu-a17 State=IDLE\n"
+      "No nodes in the system\n";
+  const std::vector<AllocationNode> nodes = parse_scontrol_nodes(text);
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].name, "node0");
+  EXPECT_EQ(nodes[0].address, "10.213.0.1");
+  EXPECT_EQ(nodes[1].name, "node1");
+  EXPECT_EQ(nodes[1].address, "10.213.0.2");
+  EXPECT_EQ(nodes[2].name, "gpu-a17");
+  EXPECT_EQ(nodes[2].address, "gpu-a17");  // no NodeAddr: reached by its name
+}
+
+// A stand-in for SLURM's scontrol, first on PATH while `body` runs: a real
+// process whose output, exit status and hang are the script's.
+class FakeScontrol : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "fake_scontrol";
+    ::mkdir(dir_.c_str(), 0755);
+    old_path_ = std::getenv("PATH") ? std::getenv("PATH") : "";
+    ::setenv("PATH", (dir_ + ":" + old_path_).c_str(), 1);
+  }
+  void TearDown() override {
+    ::setenv("PATH", old_path_.c_str(), 1);
+    ::unsetenv("SLURM_JOB_NODELIST");
+    ::unlink((dir_ + "/scontrol").c_str());
+  }
+  void scontrol(const std::string& body) {
+    const std::string path = dir_ + "/scontrol";
+    std::ofstream(path) << "#!/bin/sh\n" << body;
+    ::chmod(path.c_str(), 0755);
+  }
+  std::string dir_, old_path_;
+};
+
+TEST_F(FakeScontrol, ListsTheAllocationsNodesOrSaysWhyNot) {
+  std::string why;
+  ::unsetenv("SLURM_JOB_NODELIST");
+  scontrol("exit 1\n");
+  EXPECT_TRUE(slurm_allocation_nodes(2s, why).empty());  // not in an allocation: scontrol is not asked
+  EXPECT_EQ(why, "");
+
+  ::setenv("SLURM_JOB_NODELIST", "node[0-1]", 1);
+  // The arguments must be the allocation's list: anything else lists nothing.
+  scontrol("[ \"$*\" = 'show node -o node[0-1]' ] || exit 3\n"
+           "echo 'NodeName=node0 NodeAddr=10.213.0.1 State=ALLOCATED'\n"
+           "echo 'NodeName=node1 NodeAddr=10.213.0.2 State=ALLOCATED'\n");
+  const std::vector<AllocationNode> nodes = slurm_allocation_nodes(2s, why);
+  EXPECT_EQ(why, "");
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[1].name, "node1");
+  EXPECT_EQ(nodes[1].address, "10.213.0.2");
+
+  why.clear();
+  scontrol("echo 'slurm_load_node: Unable to contact slurm controller (connect failure)' >&2\nexit 1\n");
+  EXPECT_TRUE(slurm_allocation_nodes(2s, why).empty());
+  EXPECT_EQ(why, "scontrol failed: slurm_load_node: Unable to contact slurm controller (connect failure)");
+
+  why.clear();
+  scontrol("exec sleep 30\n");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(slurm_allocation_nodes(300ms, why).empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // killed at its deadline, not waited for
+  EXPECT_EQ(why, "scontrol did not answer within 300 ms");
+}
+
+TEST_F(FakeScontrol, AJobThatLostANodeOfItsAllocationExitsWithTheRequeueStatus) {
+  // mpirun inside an allocation (no host file): a rank's timeout, then the
+  // job ends. node1's address does not resolve (.invalid never does), so it
+  // does not answer; this machine does (a refused connection answers too).
+  ::setenv("SLURM_JOB_NODELIST", "node[0-1]", 1);
+  scontrol("echo 'NodeName=node0 NodeAddr=127.0.0.1'\necho 'NodeName=node1 NodeAddr=node1.invalid'\n");
+  const std::string path = script(
+      "tessel_job_loses_node.sh",
+      "echo \"tessel: collective all_gather on group 'dp_replicate (ranks 0,2)' did not finish within "
+      "60 s on rank 0: a peer process likely died or hangs.\" >&2\nexit 1\n");
+  ::testing::internal::CaptureStderr();
+  const int status = supervise_launch({{path}, "", "again", 5s});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(status, kLostNodeExitStatus) << err;
+  EXPECT_NE(err.find("lost node node1 at node1.invalid ("), std::string::npos) << err;
+  EXPECT_EQ(err.find("node0"), std::string::npos) << err;  // it answered
+
+  // Every node answers: the run itself failed, and its own status is passed on.
+  scontrol("echo 'NodeName=node0 NodeAddr=127.0.0.1'\n");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(supervise_launch({{path}, "", "again", 5s}), 1);
+  const std::string answered = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(answered.find("every node of the SLURM allocation answered (1)"), std::string::npos) << answered;
 }
 
 TEST(AbortGrace, FromTheEnvironmentOrFifteenSeconds) {
@@ -146,15 +282,6 @@ TEST(AbortGrace, FromTheEnvironmentOrFifteenSeconds) {
   ::setenv("TESSEL_RUN_ABORT_GRACE_S", "soon", 1);
   EXPECT_THROW(default_abort_grace(), UsageError);
   ::unsetenv("TESSEL_RUN_ABORT_GRACE_S");
-}
-
-// A stand-in for mpirun as a shell script: real processes, the exit status
-// and the hang are the script's.
-std::string script(const std::string& name, const std::string& body) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path) << "#!/bin/sh\n" << body;
-  ::chmod(path.c_str(), 0755);
-  return path;
 }
 
 TEST(SuperviseLaunch, PassesTheExitStatusOfAJobThatEnds) {
