@@ -30,12 +30,10 @@ using tessel::test_support::Result;
 using tessel::test_support::run_tessel;
 using tessel::test_support::TempDir;
 
-std::filesystem::path golden(const std::string& name) {
-  return tessel::test_support::source_tree() / "tests" / "golden" / name;
-}
+using tessel::test_support::golden_dir;
 
 json golden_generation(const std::string& name) {
-  std::ifstream in(golden(name) / "generation.json");
+  std::ifstream in(golden_dir(name) / "generation.json");
   return json::parse(in);
 }
 
@@ -73,7 +71,7 @@ TEST(GenerateCli, GreedyMatchesTransformersForOnePromptAndABatch) {
            {"llama", " --nproc 2 policy.dtensor_cfg.tensor_parallel_size=2"}, {"mixtral_window", " --nproc 2"}}) {
     SCOPED_TRACE(name);
     const json g = golden_generation(name);
-    const std::string model = "generate '" + golden(name).string() + "' --greedy --json --max-new-tokens " +
+    const std::string model = "generate '" + golden_dir(name).string() + "' --greedy --json --max-new-tokens " +
                               std::to_string(g["max_new_tokens"].get<int64_t>());
     const Result one = run_tessel(model + " --tokens " + comma_list(g["prompts"][0].get<std::vector<int64_t>>()), false);
     ASSERT_EQ(one.exit_code, 0) << one.output;
@@ -97,7 +95,7 @@ TEST(GenerateCli, GreedyMatchesTransformersForOnePromptAndABatch) {
 TEST(GenerateCli, TheSameSeedSamplesTheSameTokensOnOneProcessAndOnTwo) {
   TempDir dir;
   const auto prompts = dir.write("p.jsonl", "{\"tokens\": [3, 10, 17]}\n{\"tokens\": [40, 2]}\n{\"tokens\": [9]}\n");
-  const std::string base = "generate '" + golden("llama").string() + "' --prompts '" + prompts.string() +
+  const std::string base = "generate '" + golden_dir("llama").string() + "' --prompts '" + prompts.string() +
                            "' --max-new-tokens 10 --temperature 0.8 --top-p 0.9 --top-k 50 --json";
   const Result one = run_tessel(base + " --seed 7", false);
   ASSERT_EQ(one.exit_code, 0) << one.output;
@@ -126,7 +124,7 @@ TEST(GenerateCli, TheSameSeedSamplesTheSameTokensOnOneProcessAndOnTwo) {
 
 TEST(GenerateCli, BadInputNamesTheLineOrOption) {
   TempDir dir;
-  const std::string model = "generate '" + golden("llama").string() + "'";
+  const std::string model = "generate '" + golden_dir("llama").string() + "'";
   const auto bad_id = dir.write("bad_id.jsonl", "{\"tokens\": [1, 2]}\n{\"tokens\": [1, 500]}\n");
   Result r = run_tessel(model + " --prompts '" + bad_id.string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.output;

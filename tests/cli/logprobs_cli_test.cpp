@@ -29,12 +29,10 @@ using tessel::test_support::Result;
 using tessel::test_support::run_tessel;
 using tessel::test_support::TempDir;
 
-std::filesystem::path golden(const std::string& name) {
-  return tessel::test_support::source_tree() / "tests" / "golden" / name;
-}
+using tessel::test_support::golden_dir;
 
 json golden_logprobs(const std::string& name) {
-  std::ifstream in(golden(name) / "logprobs.json");
+  std::ifstream in(golden_dir(name) / "logprobs.json");
   return json::parse(in);
 }
 
@@ -70,7 +68,7 @@ TEST(LogprobsCli, OneSequenceMatchesTransformers) {
   const auto ids = g["input_ids"][0].get<std::vector<int64_t>>();
   std::string tokens;
   for (int64_t id : ids) tokens += (tokens.empty() ? "" : ",") + std::to_string(id);
-  const Result r = run_tessel("logprobs '" + golden("llama").string() + "' --tokens " + tokens + " --json", false);
+  const Result r = run_tessel("logprobs '" + golden_dir("llama").string() + "' --tokens " + tokens + " --json", false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json out = json::parse(r.output);
   const auto got = out["logprobs"].get<std::vector<double>>();
@@ -91,7 +89,7 @@ TEST(LogprobsCli, BatchAtATemperatureOnOneProcessAndOnTwo) {
     SCOPED_TRACE(name);
     const json g = golden_logprobs(name);
     const auto input = dir.write(std::string(name) + ".jsonl", input_lines(g));
-    const std::string base = "logprobs '" + golden(name).string() + "' --input '" + input.string() + "' --json";
+    const std::string base = "logprobs '" + golden_dir(name).string() + "' --input '" + input.string() + "' --json";
     const Result one = run_tessel(base + " --temperature 0.6", false);
     ASSERT_EQ(one.exit_code, 0) << one.output;
     expect_rows_match(one.output, g, 1);
@@ -106,7 +104,7 @@ TEST(LogprobsCli, BatchAtATemperatureOnOneProcessAndOnTwo) {
 
 TEST(LogprobsCli, BadInputNamesTheLineOrValue) {
   TempDir dir;
-  const std::string model = "'" + golden("llama").string() + "'";
+  const std::string model = "'" + golden_dir("llama").string() + "'";
   const auto bad_id = dir.write("bad_id.jsonl", "{\"tokens\": [1, 2]}\n{\"tokens\": [1, 500]}\n");
   Result r = run_tessel("logprobs " + model + " --input '" + bad_id.string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -33,9 +33,7 @@ using tessel::test_support::Result;
 using tessel::test_support::run_tessel;
 using tessel::test_support::TempDir;
 
-std::filesystem::path golden_llama() {
-  return tessel::test_support::source_tree() / "tests" / "golden" / "llama";
-}
+std::filesystem::path golden_llama() { return tessel::test_support::golden_dir("llama"); }
 
 std::string join(const std::vector<int64_t>& ids) {
   std::string s;

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 fs::path case_dir(const std::string& name) {
-  return tessel::test_support::source_tree() / "tests" / "golden" / "tokenizers" / name;
+  return tessel::test_support::golden_dir("tokenizers") / name;
 }
 
 TEST(TokenizeCommand, PrintsHuggingFacesIds) {

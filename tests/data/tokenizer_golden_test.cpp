@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 fs::path case_dir(const std::string& name) {
-  return test_support::source_tree() / "tests" / "golden" / "tokenizers" / name;
+  return test_support::golden_dir("tokenizers") / name;
 }
 
 json expected(const std::string& name) { return json::parse(std::ifstream(case_dir(name) / "expected.json")); }

@@ -26,13 +26,11 @@ namespace {
 
 using nlohmann::json;
 
-std::filesystem::path golden_dir() {
-  return test_support::source_tree() / "tests" / "golden" / "llama";
-}
+std::filesystem::path golden_llama() { return test_support::golden_dir("llama"); }
 
 json read_golden() {
-  std::ifstream in(golden_dir() / "golden.json");
-  EXPECT_TRUE(in) << "missing " << (golden_dir() / "golden.json");
+  std::ifstream in(golden_llama() / "golden.json");
+  EXPECT_TRUE(in) << "missing " << (golden_llama() / "golden.json");
   return json::parse(in);
 }
 
@@ -66,7 +64,7 @@ TEST(ModelStep, GoldenLossGradientsAndAdamWMatchReferences) {
   const json golden = read_golden();
   const at::Tensor tokens = long_matrix(golden["tokens"]);
   const at::Tensor labels = long_matrix(golden["labels"]);  // already shifted (README)
-  auto model = models::load_pretrained(golden_dir());
+  auto model = models::load_pretrained(golden_llama());
 
   // Options away from the defaults so each term of the update matters: a
   // large lr (updates far above fp32 noise) and weight decay.
@@ -142,7 +140,7 @@ std::vector<double> train_fixed_batch(int steps, double lr) {
   const json golden = read_golden();
   const at::Tensor tokens = long_matrix(golden["tokens"]);
   const at::Tensor labels = long_matrix(golden["labels"]);
-  auto model = models::load_pretrained(golden_dir());
+  auto model = models::load_pretrained(golden_llama());
   optim::AdamWOptions o;
   o.lr = lr;
   o.weight_decay = 0.0;

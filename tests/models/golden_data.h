@@ -19,9 +19,7 @@ namespace tessel::models::golden {
 
 using nlohmann::json;
 
-inline std::filesystem::path golden_dir(const std::string& name) {
-  return test_support::source_tree() / "tests" / "golden" / name;
-}
+using test_support::golden_dir;
 
 inline at::Tensor to_tensor(const json& nested, at::ScalarType dtype) {
   std::vector<int64_t> shape;

@@ -33,9 +33,7 @@ inline const std::vector<std::string>& golden_cases() {
   return cases;
 }
 
-inline std::filesystem::path golden_dir(const std::string& name) {
-  return test_support::source_tree() / "tests" / "golden" / name;
-}
+using test_support::golden_dir;
 
 struct LogprobGolden {
   at::Tensor input_ids;      // [B, S] int64, right-padded

@@ -26,7 +26,7 @@ namespace {
 using nlohmann::json;
 
 json goldens() {
-  std::ifstream in(test_support::source_tree() / "tests" / "golden" / "policy_losses.json");
+  std::ifstream in(test_support::golden_dir("policy_losses.json"));
   return json::parse(in);
 }
 

@@ -19,4 +19,10 @@ inline std::filesystem::path source_tree() {
   return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
 }
 
+// tests/golden/<relative>: the committed golden data (models, tokenizers,
+// the Hugging Face figures they were checked against).
+inline std::filesystem::path golden_dir(const std::filesystem::path& relative) {
+  return source_tree() / "tests" / "golden" / relative;
+}
+
 }  // namespace tessel::test_support
