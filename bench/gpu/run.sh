@@ -6,6 +6,8 @@
 # micro batch on both sides, synthetic tokens.
 #
 #   tessel            tessel train on the GPU (TESSEL_DEVICE=cuda)
+#   tessel_fused_head the same with policy.fused_lm_head_loss=true (no
+#                     [tokens, vocab] logits; FUSED=0 leaves this row out)
 #   pytorch_eager     bench/gpu/peer_fsdp2.py: fully_shard, MixedPrecisionPolicy(bf16, fp32), fused AdamW, SDPA
 #   pytorch_compiled  the same with torch.compile
 #
@@ -33,20 +35,21 @@ config=${CONFIG:-$root/bench/configs/llama-3.2-1b/config.json}
 model=$out/model
 [[ -f $model/model.safetensors ]] || "$bin" init-model --config "$config" "$model" --seed 7 >/dev/null
 
-tessel_run() {  # micro_batch log_dir steps -> JSON line (or exit status on failure)
-  local b=$1 log_dir=$2 n=$3
+tessel_run() {  # micro_batch log_dir steps [fused] -> JSON line (or exit status on failure)
+  local b=$1 log_dir=$2 n=$3 fused=${4:-false}
   TESSEL_DEVICE=${DEVICE:-cuda} "$bin" train "$root/examples/configs/sft.yaml" "policy.model_name=$model" \
     "policy.max_total_sequence_length=$seq" "data.max_input_seq_length=$seq" \
     "policy.train_global_batch_size=$b" "policy.train_micro_batch_size=$b" policy.precision=bfloat16 \
     policy.max_grad_norm=1.0 data.train.dataset_name=synthetic '~data.validation' sft.max_num_epochs=1 \
     "sft.max_num_steps=$n" sft.val_period=0 sft.val_at_start=false sft.val_at_end=false checkpointing.enabled=false \
-    "logger.log_dir=$log_dir" +logger.rank_metrics_period=1 --nproc 1 --no-print-config >"$log_dir.log" 2>&1
+    "policy.fused_lm_head_loss=$fused" "logger.log_dir=$log_dir" +logger.rank_metrics_period=1 --nproc 1 \
+    --no-print-config >"$log_dir.log" 2>&1
 }
 
-summarize_tessel() {  # log_dir micro_batch
-  python3 - "$1" "$2" "$seq" "$config" <<'PY'
+summarize_tessel() {  # log_dir micro_batch side
+  python3 - "$1" "$2" "$seq" "$config" "$3" <<'PY'
 import json, statistics, sys
-log_dir, batch, seq, config = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.load(open(sys.argv[4]))
+log_dir, batch, seq, config, side = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.load(open(sys.argv[4])), sys.argv[5]
 steps = [r for r in map(json.loads, open(f"{log_dir}/metrics.jsonl")) if "step_time_s" in r]
 setup = [r for r in map(json.loads, open(f"{log_dir}/metrics.jsonl")) if r.get("split") == "setup"]
 measured = steps[2:] if len(steps) > 2 else steps
@@ -55,7 +58,7 @@ h, L, V, I = config["hidden_size"], config["num_hidden_layers"], config["vocab_s
 kv = config["num_key_value_heads"] * config.get("head_dim", h // config["num_attention_heads"])
 params = V * h + L * (2 * h * h + 2 * h * kv + 3 * h * I + 2 * h) + h + (0 if config.get("tie_word_embeddings") else V * h)
 tps = batch * seq / step
-print(json.dumps({"side": "tessel", "params": params, "seq": seq, "micro_batch": batch, "steps": len(steps),
+print(json.dumps({"side": side, "params": params, "seq": seq, "micro_batch": batch, "steps": len(steps),
                   "step_time_s": step, "step_times_s": [r["step_time_s"] for r in steps], "tokens_per_s": tps,
                   "mfu": tps * (6 * params + 12 * L * h * seq) / 989e12,
                   "peak_device_bytes": max(r.get("peak_device_bytes_max", 0) for r in steps),
@@ -65,16 +68,23 @@ PY
 }
 
 results=()
-mkdir -p "$out/tessel"
-tessel_run "$batch" "$out/tessel/b$batch" "$steps"
-line=$(summarize_tessel "$out/tessel/b$batch" "$batch")
-if [[ ${MAX_BATCH:-0} == 1 ]]; then
-  b=$batch
-  while ((b * 2 <= ${MAX_BATCH_LIMIT:-64})) && tessel_run $((b * 2)) "$out/tessel/b$((b * 2))" 2; do b=$((b * 2)); done
-  line=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d['largest_micro_batch']=int(sys.argv[2]); print(json.dumps(d))" "$line" "$b")
-fi
-results+=("$line")
-echo "$line"
+sides=(tessel)
+[[ ${FUSED:-1} == 1 ]] && sides+=(tessel_fused_head)
+for side in "${sides[@]}"; do
+  fused=$([[ $side == tessel_fused_head ]] && echo true || echo false)
+  mkdir -p "$out/$side"
+  tessel_run "$batch" "$out/$side/b$batch" "$steps" "$fused"
+  line=$(summarize_tessel "$out/$side/b$batch" "$batch" "$side")
+  if [[ ${MAX_BATCH:-0} == 1 ]]; then
+    b=$batch
+    while ((b * 2 <= ${MAX_BATCH_LIMIT:-64})) && tessel_run $((b * 2)) "$out/$side/b$((b * 2))" 2 "$fused"; do
+      b=$((b * 2))
+    done
+    line=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d['largest_micro_batch']=int(sys.argv[2]); print(json.dumps(d))" "$line" "$b")
+  fi
+  results+=("$line")
+  echo "$line"
+done
 peers=(eager compiled)
 [[ ${PEERS:-1} == 0 ]] && peers=()
 for mode in "${peers[@]}"; do
@@ -91,11 +101,16 @@ r = {d["side"]: d for d in map(json.loads, sys.argv[1:])}
 t, e, c = r["tessel"], r.get("pytorch_fsdp2_eager"), r.get("pytorch_fsdp2_compiled")
 summary = {"date": __import__("datetime").date.today().isoformat(), "gpu": (e or c or {}).get("gpu"),
            "seq": t["seq"], "micro_batch": t["micro_batch"], "tessel_mfu": t["mfu"]}
-for name, peer in (("eager", e), ("compiled", c)):
-    if peer:
-        summary[f"tokens_per_s_vs_{name}"] = t["tokens_per_s"] / peer["tokens_per_s"]
-        summary[f"peak_memory_vs_{name}"] = t["peak_device_bytes"] / peer["peak_device_bytes"]
-        if "largest_micro_batch" in t and "largest_micro_batch" in peer:
-            summary[f"largest_batch_vs_{name}"] = t["largest_micro_batch"] / peer["largest_micro_batch"]
+for mine, prefix in ((t, ""), (r.get("tessel_fused_head"), "fused_head_")):
+    if not mine:
+        continue
+    if prefix:
+        summary["fused_head_mfu"] = mine["mfu"]
+    for name, peer in (("eager", e), ("compiled", c)):
+        if peer:
+            summary[f"{prefix}tokens_per_s_vs_{name}"] = mine["tokens_per_s"] / peer["tokens_per_s"]
+            summary[f"{prefix}peak_memory_vs_{name}"] = mine["peak_device_bytes"] / peer["peak_device_bytes"]
+            if "largest_micro_batch" in mine and "largest_micro_batch" in peer:
+                summary[f"{prefix}largest_batch_vs_{name}"] = mine["largest_micro_batch"] / peer["largest_micro_batch"]
 print(json.dumps({"summary": summary}))
 PY

@@ -88,6 +88,7 @@ CausalLM::CausalLM(ModelConfig config, std::shared_ptr<DecoderModel> model)
         "lm_head", std::make_shared<nn::Linear>(config_.hidden_size, config_.vocab_size, false,
                                                 e.options()));
   }
+  lm_head_->set_loss_softcap(config_.final_logit_softcapping);
 }
 
 at::Tensor CausalLM::forward_logits(const at::Tensor& input_ids, const at::Tensor& position_ids,
@@ -106,6 +107,16 @@ CausalLMOutput CausalLM::forward_with_router_logits(const at::Tensor& input_ids,
   return CausalLMOutput{out[0], nn::Tensors(out.begin() + 1, out.end())};
 }
 
+CausalLMOutput CausalLM::forward_loss_sum(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                                          const at::Tensor& document_ids, const at::Tensor& labels) {
+  TESSEL_CHECK(labels.defined() && labels.sizes() == input_ids.sizes(),
+               "forward_loss_sum: labels must have the shape of input_ids");
+  nn::Tensors out = call({input_ids, position_ids, document_ids, labels});
+  TESSEL_CHECK(!out.empty(), "model returned no outputs, expected the loss sum first");
+  CausalLMOutput result{at::Tensor(), nn::Tensors(out.begin() + 1, out.end()), out[0]};
+  return result;
+}
+
 at::Tensor CausalLM::logits_of_hidden(const at::Tensor& hidden) {
   at::Tensor logits = lm_head_->call(hidden);
   if (config_.final_logit_softcapping) {
@@ -116,6 +127,14 @@ at::Tensor CausalLM::logits_of_hidden(const at::Tensor& hidden) {
 }
 
 nn::Tensors CausalLM::forward(const nn::Tensors& inputs) {
+  if (inputs.size() == 4) {  // forward_loss_sum: the head's loss instead of the logits
+    nn::Tensors model_inputs{inputs[0]};
+    if (inputs[1].defined() || inputs[2].defined()) model_inputs.push_back(inputs[1]);
+    if (inputs[2].defined()) model_inputs.push_back(inputs[2]);
+    nn::Tensors out = model_->call(std::move(model_inputs));
+    out[0] = lm_head_->call({out[0], inputs[3]}).at(0);
+    return out;
+  }
   nn::Tensors out = model_->call(inputs);
   out[0] = logits_of_hidden(out[0]);  // the router logits after it pass through
   return out;

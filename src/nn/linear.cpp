@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "nn/embedding_lookup.h"
+#include "nn/linear_cross_entropy.h"
 #include "nn/linear_product.h"
 
 namespace tessel::nn {
@@ -34,12 +35,15 @@ at::Tensor Linear::weight() const {
 at::Tensor Linear::bias() const { return has_parameter("bias") ? parameter("bias") : at::Tensor(); }
 
 Tensors Linear::forward(const Tensors& inputs) {
-  TESSEL_CHECK(inputs.size() == 1, "Linear {} takes one input, got {}", path(), inputs.size());
+  TESSEL_CHECK(inputs.size() == 1 || inputs.size() == 2,
+               "Linear {} takes one input (or the input and labels, for its loss), got {}", path(), inputs.size());
   at::Tensor w = weight();
   TESSEL_CHECK(inputs[0].size(-1) == w.size(1),
                "Linear {}: input has {} features but the weight is [{}, {}]", path(),
                inputs[0].size(-1), w.size(0), w.size(1));
-  return {linear_product(inputs[0], w, bias())};
+  if (inputs.size() == 1) return {linear_product(inputs[0], w, bias())};
+  TESSEL_CHECK(!bias().defined(), "Linear {}: the cross-entropy form takes a head without bias", path());
+  return {linear_cross_entropy_sum(inputs[0], w, inputs[1], kIgnoredLabel, loss_softcap_)};
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,

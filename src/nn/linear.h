@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "nn/module.h"
@@ -30,14 +31,22 @@ class Linear : public Module {
   at::Tensor weight() const;
   at::Tensor bias() const;  // undefined when there is none
   bool is_tied() const { return owner_ != nullptr; }
+  // The cap the loss form applies to the logits (CausalLM's
+  // final_logit_softcapping); none by default.
+  void set_loss_softcap(std::optional<double> cap) { loss_softcap_ = cap; }
 
  protected:
-  Tensors forward(const Tensors& inputs) override;  // {x [..., in]} -> {y [..., out]}
+  // {x [..., in]} -> {y [..., out]}; or, as a language-model head's loss
+  // (CausalLM::forward_loss_sum), {x [..., in], labels [...] int64} -> {the
+  // sum of the cross-entropy of softcap(x · wᵀ) over the labels that are not
+  // kIgnoredLabel}, without the logits (nn/linear_cross_entropy.h; no bias).
+  Tensors forward(const Tensors& inputs) override;
 
  private:
   Linear() : Module("Linear") {}
   std::shared_ptr<Module> owner_;
   std::string owner_param_;
+  std::optional<double> loss_softcap_;
 };
 
 class Embedding : public Module {

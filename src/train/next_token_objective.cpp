@@ -7,9 +7,12 @@
 #include "core/error.h"
 #include "loss/cross_entropy.h"
 #include "loss/vocab_parallel_cross_entropy.h"
+#include "nn/linear_cross_entropy.h"
 #include "tensor/chunking.h"
 
 namespace tessel::train {
+
+static_assert(nn::kIgnoredLabel == loss::kIgnoreIndex, "the fused head ignores the labels the loss layer ignores");
 
 StepCounts NextTokenObjective::begin(const dist::DeviceMesh& mesh, const std::vector<MicroBatch>& batches) {
   int64_t valid = 0, tokens = 0;
@@ -40,6 +43,11 @@ at::Tensor NextTokenObjective::micro_batch_loss(const ShardedModel& model, const
   // A global batch without targets (every response truncated away) adds a
   // zero gradient instead of NaN.
   return ls.sum / static_cast<double>(std::max<int64_t>(valid_, 1));
+}
+
+at::Tensor NextTokenObjective::micro_batch_loss_of_sum(const at::Tensor& loss_sum, const MicroBatch&) {
+  sums().add("loss", loss_sum.detach().to(at::kDouble).item<double>());
+  return loss_sum / static_cast<double>(std::max<int64_t>(valid_, 1));
 }
 
 Metrics NextTokenObjective::finish(const Metrics& global_sums) {

@@ -11,15 +11,23 @@ namespace tessel::train {
 
 class NextTokenObjective : public StepObjective {
  public:
+  // `fused_head`: the model's head computes the cross-entropy sum itself
+  // (policy.fused_lm_head_loss: no logits; CausalLM::forward_loss_sum).
+  explicit NextTokenObjective(bool fused_head = false) : fused_head_(fused_head) {}
+  void set_fused_head(bool fused) { fused_head_ = fused; }
+
   StepCounts begin(const dist::DeviceMesh& mesh, const std::vector<MicroBatch>& batches) override;
   at::Tensor micro_batch_loss(const ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& logits,
                               const MicroBatch& piece) override;
+  bool fuses_head_loss() const override { return fused_head_; }
+  at::Tensor micro_batch_loss_of_sum(const at::Tensor& loss_sum, const MicroBatch& piece) override;
   // {"loss": the sum of every piece's cross-entropy / the global valid count
   // (0 for a batch without targets)}.
   Metrics finish(const Metrics& global_sums) override;
 
  private:
   int64_t valid_ = 0;
+  bool fused_head_ = false;
 };
 
 }  // namespace tessel::train

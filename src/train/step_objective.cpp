@@ -16,6 +16,10 @@ void MetricSums::add(const std::string& name, double value) {
   sums_.emplace_back(name, value);
 }
 
+at::Tensor StepObjective::micro_batch_loss_of_sum(const at::Tensor&, const MicroBatch&) {
+  throw Error("this objective takes the model's logits, not a fused head's loss sum (fuses_head_loss is false)");
+}
+
 Metrics MetricSums::take() {
   Metrics out = std::move(sums_);
   sums_.clear();

@@ -61,6 +61,12 @@ class StepObjective {
   // metric contributions to sums().
   virtual at::Tensor micro_batch_loss(const ShardedModel& model, const dist::DeviceMesh& mesh,
                                       const at::Tensor& logits, const MicroBatch& piece) = 0;
+  // True when the step should ask the model for the sum of the next-token
+  // cross-entropy over piece.labels instead of the logits
+  // (CausalLM::forward_loss_sum) and pass it to micro_batch_loss_of_sum.
+  virtual bool fuses_head_loss() const { return false; }
+  // As micro_batch_loss, from that sum. Only called when fuses_head_loss().
+  virtual at::Tensor micro_batch_loss_of_sum(const at::Tensor& loss_sum, const MicroBatch& piece);
   // The step's metrics ("loss" first) from the sums of every rank's
   // contributions (the step reduces them over dp_cp in one collective, with
   // its own). By default the sums themselves: contributions already divided

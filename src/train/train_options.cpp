@@ -249,7 +249,8 @@ const std::vector<CheckedSection>& checked_config_sections() {
       {"policy",
        {"model_name", "tokenizer", "precision", "train_global_batch_size", "train_micro_batch_size",
         "max_total_sequence_length", "make_sequence_length_divisible_by", "max_grad_norm", "reshard_after_forward",
-        "optimizer", "scheduler", "sequence_packing", "dynamic_batching", "dtensor_cfg", "megatron_cfg"}},
+        "optimizer", "scheduler", "sequence_packing", "dynamic_batching", "dtensor_cfg", "megatron_cfg",
+        "fused_lm_head_loss"}},
       {"policy.tokenizer", {"name", "chat_template"}},
       {"data.train", {"dataset_name", "split"}},
       {"data.validation", {"dataset_name", "split"}},
@@ -315,6 +316,12 @@ TrainOptions train_options_from(const Config& c, const AlgorithmSection& algorit
   o.activation_checkpointing =
       c.get_or<bool>("policy.dtensor_cfg.activation_checkpointing", false);
   o.reshard_after_forward = reshard_from(c);
+  o.fused_lm_head_loss = c.get_or<bool>("policy.fused_lm_head_loss", false);
+  if (o.fused_lm_head_loss && a != "sft") {
+    throw UsageError(fmt::format("policy.fused_lm_head_loss=true is for SFT's cross-entropy; {}'s loss needs the "
+                                 "logits: remove it",
+                                 a));
+  }
   o.packing = packing_from(c, o);
   reject_dynamic_batching(c);
 

@@ -138,6 +138,10 @@ struct TrainOptions {
   int64_t seq_len_divisible_by = 1;  // policy.make_sequence_length_divisible_by
   double max_grad_norm = 0.0;  // <= 0: no clipping (the norm is still reported)
   bool activation_checkpointing = false;
+  // Not a reference key (optional, policy.fused_lm_head_loss): lm_head
+  // computes the cross-entropy sum over vocabulary blocks and the
+  // [tokens, vocab] logits never exist (nn/linear_cross_entropy.h; SFT, tp 1).
+  bool fused_lm_head_loss = false;
   PackingOptions packing;
   // Not a reference key (optional, policy.reshard_after_forward): true,
   // false, or an int k (FSDPOptions::reshard_after_forward).

@@ -86,8 +86,11 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
     model.root.set_requires_all_reduce(last);
     const auto& mb = pieces[i];
     const models::CausalLMOutput out =
-        model.model->forward_with_router_logits(mb.input_ids, mb.position_ids, mb.document_ids);
-    at::Tensor loss = objective.micro_batch_loss(model, mesh, out.logits, mb);
+        objective.fuses_head_loss()
+            ? model.model->forward_loss_sum(mb.input_ids, mb.position_ids, mb.document_ids, mb.labels)
+            : model.model->forward_with_router_logits(mb.input_ids, mb.position_ids, mb.document_ids);
+    at::Tensor loss = objective.fuses_head_loss() ? objective.micro_batch_loss_of_sum(out.loss_sum, mb)
+                                                  : objective.micro_batch_loss(model, mesh, out.logits, mb);
     if (aux_loss) {
       const at::Tensor aux = loss::load_balancing_loss(out.router_logits, config.num_experts,
                                                        config.num_experts_per_tok, mb.attention_mask);
@@ -127,6 +130,12 @@ EvalResult evaluate(ShardedModel& model, const dist::DeviceMesh& mesh,
   at::NoGradGuard no_grad;
   const StepCounts counts = objective.begin(mesh, micro_batches);
   for (const auto& mb : local_pieces(mesh, micro_batches)) {
+    if (objective.fuses_head_loss()) {
+      const models::CausalLMOutput out =
+          model.model->forward_loss_sum(mb.input_ids, mb.position_ids, mb.document_ids, mb.labels);
+      objective.micro_batch_loss_of_sum(out.loss_sum, mb);
+      continue;
+    }
     const at::Tensor logits = model.model->forward_logits(mb.input_ids, mb.position_ids, mb.document_ids);
     objective.micro_batch_loss(model, mesh, logits, mb);
   }

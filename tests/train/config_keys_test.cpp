@@ -151,6 +151,7 @@ const std::map<std::string, Probe>& probes() {
       {"policy.max_grad_norm", {{}, {"policy.max_grad_norm=0.25"}, TRAIN_FIELD(max_grad_norm)}},
       {"policy.reshard_after_forward",
        {{}, {"+policy.reshard_after_forward=false"}, TRAIN_FIELD(reshard_after_forward)}},
+      {"policy.fused_lm_head_loss", {{}, {"policy.fused_lm_head_loss=true"}, TRAIN_FIELD(fused_lm_head_loss)}},
       {"policy.optimizer", {{}, {"policy.optimizer.name=torch.optim.SGD"}, {}}},
       {"policy.scheduler", {{}, {"policy.scheduler=null"}, schedule_differs}},
       {"policy.sequence_packing", {{}, {"policy.sequence_packing.enabled=true"}, TRAIN_FIELD(packing.enabled)}},

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# policy.fused_lm_head_loss against the unfused head, side by side (issue 40's
+# memory item, measured on the CPU): a model whose step is dominated by its
+# head, bench/configs/qwen2-wide-vocab-80m (Qwen2.5's 151,936-token
+# vocabulary, hidden 256, 2 layers, untied: 78M of its 80M parameters are
+# the embedding and lm_head), random fp32 weights from `tessel init-model`,
+# one process, synthetic rows of SEQ tokens, micro batch MB, STEPS steps.
+# Runs alternate off / on PAIRS times (the machine's load moves both alike).
+# One JSON line per run: peak RSS (VmHWM, which tessel reads from
+# /proc/self/status into metrics.jsonl), the mean step time of steps 2..,
+# and every step's loss (the two must agree).
+# Usage: bench/run_fused_head_loss.sh [build-dir]   env: SEQ=2048 MB=1 STEPS=3 PAIRS=2 THREADS=2
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$root/build/ci}
+bin=$build/bin/tessel
+[[ -x $bin ]] || { echo "no $bin: build the tessel_bin target" >&2; exit 2; }
+seq=${SEQ:-2048} mb=${MB:-1} steps=${STEPS:-3} pairs=${PAIRS:-2} threads=${THREADS:-2}
+work=$(mktemp -d /tmp/fused_head_loss.XXXXXX)
+model=$work/model
+"$bin" init-model --config "$root/bench/configs/qwen2-wide-vocab-80m/config.json" "$model" --seed 5 >/dev/null
+for ((i = 0; i < 2 * pairs; i++)); do
+  fused=$([[ $((i % 2)) == 1 ]] && echo true || echo false)
+  log=$work/run$i.$fused
+  TESSEL_NUM_THREADS=$threads "$bin" train "$root/examples/configs/sft.yaml" "policy.model_name=$model" \
+    "policy.tokenizer.name=$model" "policy.max_total_sequence_length=$seq" "policy.train_global_batch_size=$mb" \
+    "policy.train_micro_batch_size=$mb" policy.precision=float32 data.train.dataset_name=synthetic \
+    '~data.validation' sft.max_num_epochs=1 "sft.max_num_steps=$steps" sft.val_period=0 sft.val_at_start=false \
+    sft.val_at_end=false checkpointing.enabled=false "policy.fused_lm_head_loss=$fused" +logger.rank_metrics_period=1 \
+    "logger.log_dir=$log" \
+    --no-print-config >"$log.log" 2>&1 || { echo "run failed: $log.log" >&2; tail -20 "$log.log" >&2; exit 1; }
+  python3 - "$log/metrics.jsonl" "$fused" "$seq" "$mb" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+train = [r for r in rows if r.get("split") == "train"]
+timed = train[1:] if len(train) > 1 else train
+print(json.dumps({
+    "bench": "fused_head_loss", "model": "qwen2-wide-vocab-80m", "seq": int(sys.argv[3]), "micro_batch": int(sys.argv[4]),
+    "fused_lm_head_loss": sys.argv[2] == "true",
+    "peak_rss_mib": round(max(r.get("peak_rss_bytes_max", 0) for r in train) / 2**20, 1),
+    "step_time_s": round(statistics.mean(r["step_time_s"] for r in timed), 3),
+    "loss_each": [round(r["loss"], 6) for r in train]}))
+PY
+done
+echo "logs: $work" >&2

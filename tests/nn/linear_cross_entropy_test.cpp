@@ -1,0 +1,131 @@
+// The fused head + cross-entropy against the same sum written with ATen's
+// autograd ops on the whole logits (log_softmax and a gather), in float64:
+// the loss and both gradients, over odd sizes, ignored rows, Gemma's
+// softcap, one block and many, and float32 against float64.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <optional>
+
+#include "core/error.h"
+#include "nn/linear_cross_entropy.h"
+
+namespace tessel::nn {
+namespace {
+
+constexpr int64_t kIgnore = -100;
+
+struct Sums {
+  at::Tensor loss, grad_hidden, grad_weight;
+};
+
+// Σ over valid rows of -log_softmax(cap(h · wᵀ))[label], by autograd.
+Sums reference(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+               std::optional<double> cap) {
+  at::Tensor h = hidden.detach().clone().set_requires_grad(true);
+  at::Tensor w = weight.detach().clone().set_requires_grad(true);
+  at::Tensor logits = at::matmul(h, w.t());
+  if (cap) logits = at::tanh(logits / *cap) * *cap;
+  const at::Tensor flat = logits.reshape({-1, w.size(0)});
+  const at::Tensor label = labels.reshape({-1});
+  const at::Tensor valid = label.ne(kIgnore);
+  const at::Tensor picked =
+      at::log_softmax(flat, 1).gather(1, at::where(valid, label, at::zeros_like(label)).unsqueeze(1)).squeeze(1);
+  const at::Tensor loss = -(picked * valid.to(picked.scalar_type())).sum();
+  loss.backward();
+  return {loss.detach(), h.grad(), w.grad()};
+}
+
+Sums fused(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels, std::optional<double> cap,
+           int64_t block) {
+  at::Tensor h = hidden.detach().clone().set_requires_grad(true);
+  at::Tensor w = weight.detach().clone().set_requires_grad(true);
+  const at::Tensor loss = linear_cross_entropy_sum(h, w, labels, kIgnore, cap, block);
+  loss.backward();
+  return {loss.detach(), h.grad(), w.grad()};
+}
+
+void expect_close(const at::Tensor& got, const at::Tensor& want, double tolerance, const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const double scale = std::max(1.0, want.abs().max().item<double>());
+  const double error = (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
+  EXPECT_LE(error, tolerance * scale) << what << ": max error " << error << " (scale " << scale << ")";
+}
+
+TEST(LinearCrossEntropy, EqualsTheSumOverTheWholeLogitsInFloat64) {
+  at::manual_seed(3);
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  // Odd sizes: 2 x 7 rows, hidden 13, vocabulary 37; blocks of 1, 5 (the
+  // last one short), 37 and the automatic size.
+  const at::Tensor hidden = at::randn({2, 7, 13}, f64);
+  const at::Tensor weight = at::randn({37, 13}, f64) * 0.7;
+  at::Tensor labels = at::randint(0, 37, {2, 7}, at::kLong);
+  labels.index_put_({0, 3}, kIgnore);
+  labels.index_put_({1, 6}, kIgnore);
+  labels.index_put_({1, 0}, 36);  // the last column
+  labels.index_put_({1, 1}, 0);   // the first
+  for (const std::optional<double> cap : {std::optional<double>{}, std::optional<double>{2.5}}) {
+    const Sums want = reference(hidden, weight, labels, cap);
+    for (const int64_t block : {1, 5, 37, 0}) {
+      const std::string what = "block " + std::to_string(block) + (cap ? ", softcap 2.5" : "");
+      const Sums got = fused(hidden, weight, labels, cap, block);
+      expect_close(got.loss, want.loss, 1e-12, what + ": loss");
+      expect_close(got.grad_hidden, want.grad_hidden, 1e-12, what + ": d hidden");
+      expect_close(got.grad_weight, want.grad_weight, 1e-12, what + ": d weight");
+    }
+  }
+}
+
+TEST(LinearCrossEntropy, Float32IsFloat64RoundedAndTheScaleOfTheUpstreamGradientCarries) {
+  at::manual_seed(4);
+  const at::Tensor hidden = at::randn({33, 24}, at::kDouble);
+  const at::Tensor weight = at::randn({101, 24}, at::kDouble) * 0.3;
+  const at::Tensor labels = at::randint(0, 101, {33}, at::kLong);
+  const Sums want = reference(hidden, weight, labels, std::nullopt);
+  at::Tensor h = hidden.to(at::kFloat).set_requires_grad(true);
+  at::Tensor w = weight.to(at::kFloat).set_requires_grad(true);
+  const at::Tensor loss = linear_cross_entropy_sum(h, w, labels, kIgnore, std::nullopt, 16);
+  EXPECT_EQ(loss.scalar_type(), at::kFloat);
+  (loss * 0.25).backward();  // as the objective divides by the global count
+  expect_close(loss, want.loss, 1e-5, "float32 loss");
+  expect_close(h.grad(), want.grad_hidden * 0.25, 1e-5, "float32 d hidden");
+  expect_close(w.grad(), want.grad_weight * 0.25, 1e-5, "float32 d weight");
+}
+
+TEST(LinearCrossEntropy, EveryRowIgnoredGivesZeroAndZeroGradients) {
+  const at::Tensor hidden = at::randn({4, 6}, at::kDouble);
+  const at::Tensor weight = at::randn({9, 6}, at::kDouble);
+  const Sums got = fused(hidden, weight, at::full({4}, kIgnore, at::kLong), std::nullopt, 4);
+  EXPECT_EQ(got.loss.item<double>(), 0.0);
+  EXPECT_EQ(got.grad_hidden.abs().max().item<double>(), 0.0);
+  EXPECT_EQ(got.grad_weight.abs().max().item<double>(), 0.0);
+}
+
+TEST(LinearCrossEntropy, OnlyTheInputsThatNeedAGradientGetOne) {
+  at::Tensor h = at::randn({5, 4}, at::kDouble).set_requires_grad(true);
+  const at::Tensor w = at::randn({7, 4}, at::kDouble);  // frozen
+  linear_cross_entropy_sum(h, w, at::randint(0, 7, {5}, at::kLong), kIgnore).backward();
+  EXPECT_TRUE(h.grad().defined());
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST(LinearCrossEntropy, RefusesLabelsOutsideTheVocabularyAndShapesThatDoNotMatch) {
+  const at::Tensor h = at::randn({3, 4});
+  const at::Tensor w = at::randn({5, 4});
+  EXPECT_THROW(linear_cross_entropy_sum(h, w, at::tensor({0, 5, 1}, at::kLong), kIgnore), Error);
+  EXPECT_THROW(linear_cross_entropy_sum(h, w, at::tensor({0, -2, 1}, at::kLong), kIgnore), Error);
+  EXPECT_THROW(linear_cross_entropy_sum(h, w, at::tensor({0, 1}, at::kLong), kIgnore), Error);
+  EXPECT_THROW(linear_cross_entropy_sum(h, at::randn({5, 3}), at::tensor({0, 1, 2}, at::kLong), kIgnore), Error);
+  EXPECT_THROW(linear_cross_entropy_sum(h, w, at::tensor({0, 1, 2}, at::kLong), kIgnore, -1.0), Error);
+  std::string message;
+  try {
+    linear_cross_entropy_sum(h, w, at::tensor({0, 7, 1}, at::kLong), kIgnore);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("label 7 is outside the vocabulary [0, 5)"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace tessel::nn
