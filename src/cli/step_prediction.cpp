@@ -7,6 +7,7 @@
 
 #include "cli/context_split.h"
 #include "core/error.h"
+#include "nn/linear_cross_entropy.h"
 
 namespace tessel::cli {
 
@@ -70,7 +71,11 @@ int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const Ste
   const int64_t saved_layers = s.activation_checkpointing ? 1 : layers;
   const int64_t layer_inputs = s.activation_checkpointing ? layers * h : 0;
   const int64_t logits = 3 * (m.vocab_size / tp);  // logits, probabilities, their gradient
-  const int64_t logit_bytes = tokens * logits * 4;  // the loss works on fp32 logits
+  // The loss works on fp32 logits; the fused head on one block of them at a
+  // time (its logits, their exponentials or gradient, a temporary).
+  const int64_t logit_bytes = s.fused_head_loss
+                                  ? 3 * std::min(tokens * m.vocab_size * 4, nn::kLinearCrossEntropyBlockBytes)
+                                  : tokens * logits * 4;
   return tokens * (saved_layers * per_token_layer + layer_inputs) * s.param_element_bytes + logit_bytes;
 }
 

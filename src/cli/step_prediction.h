@@ -83,6 +83,9 @@ struct StepShape {
   bool reshard_after_forward = true;
   bool reduce_scatter_each_micro_batch = true;
   bool activation_checkpointing = false;
+  // policy.fused_lm_head_loss: the head's loss over vocabulary blocks, so a
+  // block of logits instead of the whole [tokens, vocab] (nn/linear_cross_entropy.h).
+  bool fused_head_loss = false;
   int param_element_bytes = 4;  // compute dtype: fp32 4, bf16/fp16 2 (all-gathers move these)
   TpCollectives tp;             // what one micro batch runs on the tp group (tp_traffic.h)
 };
@@ -109,7 +112,7 @@ struct LayoutPrediction {
 // Bytes of activations one micro batch keeps for backward on one rank (the
 // tensors autograd saves in a decoder layer, per token, with tensor-parallel
 // shards where the plan splits them, on the rank's cp share of the row), and
-// of the logits.
+// of the logits (with the fused head: of its blocks).
 int64_t activation_bytes(const models::ModelConfig& model, int tp, int cp, const StepShape& step);
 
 // One step's token exchange per rank under expert parallelism `ep`, for
