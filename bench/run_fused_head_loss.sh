@@ -16,8 +16,9 @@ build=${1:-$root/build/ci}
 bin=$build/bin/tessel
 [[ -x $bin ]] || { echo "no $bin: build the tessel_bin target" >&2; exit 2; }
 seq=${SEQ:-2048} mb=${MB:-1} steps=${STEPS:-3} pairs=${PAIRS:-2} threads=${THREADS:-2}
-work=$(mktemp -d /tmp/fused_head_loss.XXXXXX)
+work=$(mktemp -d /tmp/fused_head_loss.XXXXXX)  # the runs' logs stay there (printed at the end)
 model=$work/model
+trap 'rm -rf "$model"' EXIT  # 320 MB of random weights, remade by every run of this script
 "$bin" init-model --config "$root/bench/configs/qwen2-wide-vocab-80m/config.json" "$model" --seed 5 >/dev/null
 for ((i = 0; i < 2 * pairs; i++)); do
   fused=$([[ $((i % 2)) == 1 ]] && echo true || echo false)

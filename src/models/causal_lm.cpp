@@ -96,13 +96,24 @@ at::Tensor CausalLM::forward_logits(const at::Tensor& input_ids, const at::Tenso
   return forward_with_router_logits(input_ids, position_ids, document_ids).logits;
 }
 
-CausalLMOutput CausalLM::forward_with_router_logits(const at::Tensor& input_ids, const at::Tensor& position_ids,
-                                                    const at::Tensor& document_ids) {
+namespace {
+
+// {input_ids, optional position_ids, optional document_ids} as the decoder
+// model takes them: an undefined position_ids holds the place when only
+// document_ids is given.
+nn::Tensors decoder_inputs(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                           const at::Tensor& document_ids) {
   nn::Tensors in{input_ids};
-  // An undefined position_ids holds the place when only document_ids is given.
   if (position_ids.defined() || document_ids.defined()) in.push_back(position_ids);
   if (document_ids.defined()) in.push_back(document_ids);
-  nn::Tensors out = call(std::move(in));
+  return in;
+}
+
+}  // namespace
+
+CausalLMOutput CausalLM::forward_with_router_logits(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                                                    const at::Tensor& document_ids) {
+  nn::Tensors out = call(decoder_inputs(input_ids, position_ids, document_ids));
   TESSEL_CHECK(!out.empty(), "model returned no outputs, expected the logits first");
   return CausalLMOutput{out[0], nn::Tensors(out.begin() + 1, out.end())};
 }
@@ -113,8 +124,7 @@ CausalLMOutput CausalLM::forward_loss_sum(const at::Tensor& input_ids, const at:
                "forward_loss_sum: labels must have the shape of input_ids");
   nn::Tensors out = call({input_ids, position_ids, document_ids, labels});
   TESSEL_CHECK(!out.empty(), "model returned no outputs, expected the loss sum first");
-  CausalLMOutput result{at::Tensor(), nn::Tensors(out.begin() + 1, out.end()), out[0]};
-  return result;
+  return CausalLMOutput{at::Tensor(), nn::Tensors(out.begin() + 1, out.end()), out[0]};
 }
 
 at::Tensor CausalLM::logits_of_hidden(const at::Tensor& hidden) {
@@ -128,10 +138,7 @@ at::Tensor CausalLM::logits_of_hidden(const at::Tensor& hidden) {
 
 nn::Tensors CausalLM::forward(const nn::Tensors& inputs) {
   if (inputs.size() == 4) {  // forward_loss_sum: the head's loss instead of the logits
-    nn::Tensors model_inputs{inputs[0]};
-    if (inputs[1].defined() || inputs[2].defined()) model_inputs.push_back(inputs[1]);
-    if (inputs[2].defined()) model_inputs.push_back(inputs[2]);
-    nn::Tensors out = model_->call(std::move(model_inputs));
+    nn::Tensors out = model_->call(decoder_inputs(inputs[0], inputs[1], inputs[2]));
     out[0] = lm_head_->call({out[0], inputs[3]}).at(0);
     return out;
   }

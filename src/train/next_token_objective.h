@@ -11,9 +11,8 @@ namespace tessel::train {
 
 class NextTokenObjective : public StepObjective {
  public:
-  // `fused_head`: the model's head computes the cross-entropy sum itself
+  // The model's head computes the cross-entropy sum itself
   // (policy.fused_lm_head_loss: no logits; CausalLM::forward_loss_sum).
-  explicit NextTokenObjective(bool fused_head = false) : fused_head_(fused_head) {}
   void set_fused_head(bool fused) { fused_head_ = fused; }
 
   StepCounts begin(const dist::DeviceMesh& mesh, const std::vector<MicroBatch>& batches) override;

@@ -58,6 +58,25 @@ Metrics take_out(Metrics sums, const std::string& name, double& value) {
 
 constexpr const char* kAuxSum = "__aux_loss_sum";
 
+// One piece through the model and the objective: its (normalised) loss and
+// the MoE layers' router logits. From the logits, or, where the objective
+// fuses the head's loss (policy.fused_lm_head_loss), from that sum.
+struct PieceLoss {
+  at::Tensor loss;
+  std::vector<at::Tensor> router_logits;
+};
+
+PieceLoss piece_loss(ShardedModel& model, const dist::DeviceMesh& mesh, StepObjective& objective,
+                     const MicroBatch& mb) {
+  if (objective.fuses_head_loss()) {
+    models::CausalLMOutput out =
+        model.model->forward_loss_sum(mb.input_ids, mb.position_ids, mb.document_ids, mb.labels);
+    return {objective.micro_batch_loss_of_sum(out.loss_sum, mb), std::move(out.router_logits)};
+  }
+  models::CausalLMOutput out = model.model->forward_with_router_logits(mb.input_ids, mb.position_ids, mb.document_ids);
+  return {objective.micro_batch_loss(model, mesh, out.logits, mb), std::move(out.router_logits)};
+}
+
 }  // namespace
 
 StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::DeviceMesh& mesh,
@@ -85,14 +104,10 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
     model.root.set_requires_gradient_sync(model.accumulation == GradAccumulation::ReduceScatterEach || last);
     model.root.set_requires_all_reduce(last);
     const auto& mb = pieces[i];
-    const models::CausalLMOutput out =
-        objective.fuses_head_loss()
-            ? model.model->forward_loss_sum(mb.input_ids, mb.position_ids, mb.document_ids, mb.labels)
-            : model.model->forward_with_router_logits(mb.input_ids, mb.position_ids, mb.document_ids);
-    at::Tensor loss = objective.fuses_head_loss() ? objective.micro_batch_loss_of_sum(out.loss_sum, mb)
-                                                  : objective.micro_batch_loss(model, mesh, out.logits, mb);
+    PieceLoss piece = piece_loss(model, mesh, objective, mb);
+    at::Tensor loss = std::move(piece.loss);
     if (aux_loss) {
-      const at::Tensor aux = loss::load_balancing_loss(out.router_logits, config.num_experts,
+      const at::Tensor aux = loss::load_balancing_loss(piece.router_logits, config.num_experts,
                                                        config.num_experts_per_tok, mb.attention_mask);
       local_aux_sum += aux.detach().to(at::kDouble).item<double>();
       loss = loss + aux * aux_scale;
@@ -129,16 +144,7 @@ EvalResult evaluate(ShardedModel& model, const dist::DeviceMesh& mesh,
                     const std::vector<MicroBatch>& micro_batches, StepObjective& objective) {
   at::NoGradGuard no_grad;
   const StepCounts counts = objective.begin(mesh, micro_batches);
-  for (const auto& mb : local_pieces(mesh, micro_batches)) {
-    if (objective.fuses_head_loss()) {
-      const models::CausalLMOutput out =
-          model.model->forward_loss_sum(mb.input_ids, mb.position_ids, mb.document_ids, mb.labels);
-      objective.micro_batch_loss_of_sum(out.loss_sum, mb);
-      continue;
-    }
-    const at::Tensor logits = model.model->forward_logits(mb.input_ids, mb.position_ids, mb.document_ids);
-    objective.micro_batch_loss(model, mesh, logits, mb);
-  }
+  for (const auto& mb : local_pieces(mesh, micro_batches)) piece_loss(model, mesh, objective, mb);
   EvalResult r;
   r.valid_tokens = counts.valid_tokens;
   r.metrics = objective.finish(sum_over_dp_cp(mesh, objective.sums().take()));
