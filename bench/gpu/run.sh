@@ -8,6 +8,9 @@
 #   tessel            tessel train on the GPU (TESSEL_DEVICE=cuda)
 #   tessel_fused_head the same with policy.fused_lm_head_loss=true (no
 #                     [tokens, vocab] logits; FUSED=0 leaves this row out)
+#   tessel_kernels    tessel with its own CUDA kernels for RMSNorm, rotary and
+#                     the SiLU product (TESSEL_DEVICE_KERNELS=fused,
+#                     nn/device_kernels.h; KERNELS=0 leaves this row out)
 #   pytorch_eager     bench/gpu/peer_fsdp2.py: fully_shard, MixedPrecisionPolicy(bf16, fp32), fused AdamW, SDPA
 #   pytorch_compiled  the same with torch.compile
 #
@@ -35,9 +38,9 @@ config=${CONFIG:-$root/bench/configs/llama-3.2-1b/config.json}
 model=$out/model
 [[ -f $model/model.safetensors ]] || "$bin" init-model --config "$config" "$model" --seed 7 >/dev/null
 
-tessel_run() {  # micro_batch log_dir steps [fused] -> JSON line (or exit status on failure)
-  local b=$1 log_dir=$2 n=$3 fused=${4:-false}
-  TESSEL_DEVICE=${DEVICE:-cuda} "$bin" train "$root/examples/configs/sft.yaml" "policy.model_name=$model" \
+tessel_run() {  # micro_batch log_dir steps [fused] [kernels] -> JSON line (or exit status on failure)
+  local b=$1 log_dir=$2 n=$3 fused=${4:-false} kernels=${5:-aten}
+  TESSEL_DEVICE=${DEVICE:-cuda} TESSEL_DEVICE_KERNELS=$kernels "$bin" train "$root/examples/configs/sft.yaml" "policy.model_name=$model" \
     "policy.max_total_sequence_length=$seq" "data.max_input_seq_length=$seq" \
     "policy.train_global_batch_size=$b" "policy.train_micro_batch_size=$b" policy.precision=bfloat16 \
     policy.max_grad_norm=1.0 data.train.dataset_name=synthetic '~data.validation' sft.max_num_epochs=1 \
@@ -70,14 +73,17 @@ PY
 results=()
 sides=(tessel)
 [[ ${FUSED:-1} == 1 ]] && sides+=(tessel_fused_head)
+# The kernels are CUDA kernels: a run on the CPU has nothing to switch.
+[[ ${KERNELS:-1} == 1 && ${DEVICE:-cuda} != cpu ]] && sides+=(tessel_kernels)
 for side in "${sides[@]}"; do
   fused=$([[ $side == tessel_fused_head ]] && echo true || echo false)
+  kernels=$([[ $side == tessel_kernels ]] && echo fused || echo aten)
   mkdir -p "$out/$side"
-  tessel_run "$batch" "$out/$side/b$batch" "$steps" "$fused"
+  tessel_run "$batch" "$out/$side/b$batch" "$steps" "$fused" "$kernels"
   line=$(summarize_tessel "$out/$side/b$batch" "$batch" "$side")
   if [[ ${MAX_BATCH:-0} == 1 ]]; then
     b=$batch
-    while ((b * 2 <= ${MAX_BATCH_LIMIT:-64})) && tessel_run $((b * 2)) "$out/$side/b$((b * 2))" 2 "$fused"; do
+    while ((b * 2 <= ${MAX_BATCH_LIMIT:-64})) && tessel_run $((b * 2)) "$out/$side/b$((b * 2))" 2 "$fused" "$kernels"; do
       b=$((b * 2))
     done
     line=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d['largest_micro_batch']=int(sys.argv[2]); print(json.dumps(d))" "$line" "$b")
@@ -101,11 +107,12 @@ r = {d["side"]: d for d in map(json.loads, sys.argv[1:])}
 t, e, c = r["tessel"], r.get("pytorch_fsdp2_eager"), r.get("pytorch_fsdp2_compiled")
 summary = {"date": __import__("datetime").date.today().isoformat(), "gpu": (e or c or {}).get("gpu"),
            "seq": t["seq"], "micro_batch": t["micro_batch"], "tessel_mfu": t["mfu"]}
-for mine, prefix in ((t, ""), (r.get("tessel_fused_head"), "fused_head_")):
+for mine, prefix in ((t, ""), (r.get("tessel_fused_head"), "fused_head_"), (r.get("tessel_kernels"), "kernels_")):
     if not mine:
         continue
     if prefix:
-        summary["fused_head_mfu"] = mine["mfu"]
+        summary[f"{prefix}mfu"] = mine["mfu"]
+        summary[f"{prefix}step_time_vs_tessel"] = mine["step_time_s"] / t["step_time_s"]
     for name, peer in (("eager", e), ("compiled", c)):
         if peer:
             summary[f"{prefix}tokens_per_s_vs_{name}"] = mine["tokens_per_s"] / peer["tokens_per_s"]

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
+#include "nn/device_kernels.h"
 #include "nn/swiglu.h"
 
 namespace tessel::nn {
@@ -30,9 +31,12 @@ Tensors GatedMLP::forward(const Tensors& inputs) {
   TESSEL_CHECK(inputs.size() == 1, "GatedMLP {} takes one input, got {}", path(), inputs.size());
   at::Tensor x = inputs[0];
   const at::Tensor gate = gate_proj_->call(x), up = up_proj_->call(x);
-  // float32 SiLU (the training case here): one fused node; otherwise the
+  // SiLU: one fused node in float32 on the CPU (the training case here) and,
+  // when switched on, on a CUDA device (nn/device_kernels.h); otherwise the
   // ATen composition, HF's formula verbatim.
   if (act_ == Activation::SiLU && swiglu_fp32_applies(gate, up)) return {down_proj_->call(swiglu_fp32(gate, up))};
+  if (act_ == Activation::SiLU && swiglu_device_applies(gate, up) && device_kernels_enabled())
+    return {down_proj_->call(swiglu_device(gate, up))};
   return {down_proj_->call(activate(gate, act_) * up)};
 }
 

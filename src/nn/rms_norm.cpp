@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
+#include "nn/device_kernels.h"
 #include "nn/rms_norm_kernel.h"
 
 namespace tessel::nn {
@@ -20,12 +21,16 @@ Tensors RMSNorm::forward(const Tensors& inputs) {
   at::Tensor w = weight();
   TESSEL_CHECK(x.size(-1) == w.size(0), "RMSNorm {}: input last dim {} but weight has {}", path(),
                x.size(-1), w.size(0));
-  // float32 (the training dtype here): one autograd node, hand-written
-  // backward; other dtypes: the composition below, HF's formula verbatim.
-  if (rms_norm_fp32_applies(x, w)) return {rms_norm_fp32(x, w, eps_, style_ == RMSNormStyle::Gemma)};
+  // float32 on the CPU (the training dtype here), and any kernel dtype on a
+  // CUDA device when switched on (nn/device_kernels.h): one autograd node,
+  // hand-written backward; otherwise the composition below, HF's formula
+  // verbatim.
+  const bool offset = style_ == RMSNormStyle::Gemma;
+  if (rms_norm_fp32_applies(x, w)) return {rms_norm_fp32(x, w, eps_, offset)};
+  if (rms_norm_device_applies(x, w) && device_kernels_enabled()) return {rms_norm_device(x, w, eps_, offset)};
   at::Tensor x32 = x.to(at::kFloat);
   at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean({-1}, /*keepdim=*/true) + eps_);
-  if (style_ == RMSNormStyle::Gemma) return {(normed * (w.to(at::kFloat) + 1.0)).to(x.scalar_type())};
+  if (offset) return {(normed * (w.to(at::kFloat) + 1.0)).to(x.scalar_type())};
   return {w * normed.to(x.scalar_type())};
 }
 

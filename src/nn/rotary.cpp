@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "nn/device_kernels.h"
 #include "nn/rotary_kernel.h"
 
 namespace tessel::nn {
@@ -70,9 +71,11 @@ at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Te
   TESSEL_CHECK(x.dim() == 4, "apply_rotary expects [B, heads, T, D], got {} dims", x.dim());
   TESSEL_CHECK(cos.size(-1) == x.size(-1), "rotary cos/sin have dim {} but heads have {}",
                cos.size(-1), x.size(-1));
-  // float32 (the training dtype here): one autograd node, hand-written
+  // float32 on the CPU (the training dtype here), and on a CUDA device when
+  // switched on (nn/device_kernels.h): one autograd node, hand-written
   // backward; otherwise HF's formula as ATen ops.
   if (rotary_fp32_applies(x, cos, sin)) return rotary_fp32(x, cos, sin);
+  if (rotary_device_applies(x, cos, sin) && device_kernels_enabled()) return rotary_device(x, cos, sin);
   // Broadcast over the heads dim: [B, T, D] -> [B, 1, T, D]; [T, D] broadcasts as is.
   at::Tensor c = cos.dim() == 3 ? cos.unsqueeze(1) : cos;
   at::Tensor s = sin.dim() == 3 ? sin.unsqueeze(1) : sin;

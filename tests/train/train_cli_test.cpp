@@ -131,6 +131,7 @@ TEST_F(TrainCli, BadInputExitsWithUsageCode) {
   // Environment settings are checked before any process is started.
   const std::vector<std::pair<std::string, std::string>> bad_settings = {
       {"TESSEL_GEMM=mkl", "TESSEL_GEMM='mkl' is unknown"},
+      {"TESSEL_DEVICE_KERNELS=triton", "TESSEL_DEVICE_KERNELS='triton' is unknown"},
       {"TESSEL_ALLREDUCE_ALGO=ring", "TESSEL_ALLREDUCE_ALGO='ring' is unknown"},
       {"TESSEL_ENGINE_NICE=25", "TESSEL_ENGINE_NICE='25'"},
       {"TESSEL_COLLECTIVE_TIMEOUT_S=soon", "TESSEL_COLLECTIVE_TIMEOUT_S='soon'"},
