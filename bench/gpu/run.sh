@@ -9,8 +9,9 @@
 #   tessel_fused_head the same with policy.fused_lm_head_loss=true (no
 #                     [tokens, vocab] logits; FUSED=0 leaves this row out)
 #   tessel_kernels    tessel with its own CUDA kernels for RMSNorm, rotary and
-#                     the SiLU product (TESSEL_DEVICE_KERNELS=fused,
-#                     nn/device_kernels.h; KERNELS=0 leaves this row out)
+#                     the SiLU product and libtorch's fused AdamW
+#                     (TESSEL_DEVICE_KERNELS=fused, nn/device_kernels.h,
+#                     optim/fused_adamw.h; KERNELS=0 leaves this row out)
 #   pytorch_eager     bench/gpu/peer_fsdp2.py: fully_shard, MixedPrecisionPolicy(bf16, fp32), fused AdamW, SDPA
 #   pytorch_compiled  the same with torch.compile
 #

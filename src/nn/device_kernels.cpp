@@ -3,9 +3,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <cstdlib>
-#include <string>
 
+#include "core/device_kernel_choice.h"
 #include "core/error.h"
 #include "nn/device_kernel_launch.h"
 #include "nn/format.h"
@@ -95,21 +94,7 @@ struct SwiGluDeviceFunction : torch::autograd::Function<SwiGluDeviceFunction> {
 
 }  // namespace
 
-bool use_device_kernels(const char* choice, bool built) {
-  const std::string value = choice != nullptr ? choice : "";
-  if (value.empty() || value == "aten") return false;
-  if (value == "fused") {
-    if (built) return true;
-    throw UsageError(
-        "TESSEL_DEVICE_KERNELS=fused, but this tessel was built without CUDA: its kernels are CUDA kernels "
-        "(build the cuda preset: scripts/cuda.sh), or use aten");
-  }
-  throw UsageError(fmt::format("TESSEL_DEVICE_KERNELS='{}' is unknown; use aten (ATen's compositions, the "
-                               "default) or fused (tessel's CUDA kernels)",
-                               value));
-}
-
-bool device_kernels_enabled() { return use_device_kernels(std::getenv("TESSEL_DEVICE_KERNELS"), device_kernels_built()); }
+bool device_kernels_enabled() { return device_kernels_chosen(device_kernels_built()); }
 
 bool rms_norm_device_applies(const at::Tensor& x, const at::Tensor& weight) {
   return same_cuda_storage({&x, &weight}) && x.is_contiguous() && weight.is_contiguous() && weight.dim() == 1 &&

@@ -13,7 +13,7 @@
 // does, so bf16 results follow it (docs/gpu.md).
 //
 // Off by default until measured on a GPU: TESSEL_DEVICE_KERNELS=fused turns
-// them on (default `aten`: the compositions). Where a kernel does not take
+// them on (default `aten`: the compositions; core/device_kernel_choice.h). Where a kernel does not take
 // its inputs (CPU tensors, other dtypes, strides, RMSNorm rows wider than
 // device_rms_norm_max_dim()) the caller keeps the composition.
 #pragma once
@@ -22,13 +22,8 @@
 
 namespace tessel::nn {
 
-// The choice TESSEL_DEVICE_KERNELS makes, given whether this build has the
-// kernels: unset / "aten" -> false; "fused" -> true, or a UsageError when
-// the build has none; anything else -> a UsageError listing the values.
-bool use_device_kernels(const char* choice, bool built);
-
-// use_device_kernels for this process's environment and build (read at each
-// call: cheap next to a kernel, and a test can switch it).
+// TESSEL_DEVICE_KERNELS (core/device_kernel_choice.h) for this build's
+// kernels: true for `fused`, a UsageError for `fused` without them.
 bool device_kernels_enabled();
 
 // Whether the kernels take these inputs (CUDA tensors of one device and

@@ -9,7 +9,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/device_kernel_choice.h"
 #include "optim/adamw_kernel.h"
+#include "optim/fused_adamw.h"
 
 namespace tessel::optim {
 
@@ -97,6 +99,10 @@ void AdamW::update_one(size_t i, double grad_scale, double bias_correction2_sqrt
     at::parallel_for(0, p.numel(), kChunkElements, [&](int64_t begin, int64_t end) {
       adamw_update_fp32(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, c);
     });
+    return;
+  }
+  if (fused_adamw_applies(p, grad, s) && device_kernels_chosen(fused_adamw_built())) {
+    fused_adamw_update(p, grad, s, options_, step_, grad_scale);
     return;
   }
   // In chunks of flat views: the one temporary (denom) is chunk-sized, not

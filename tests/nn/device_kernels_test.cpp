@@ -1,6 +1,7 @@
 // The switch and the routing of tessel's CUDA kernels (nn/device_kernels.h),
 // as far as a machine without a GPU can see them: what TESSEL_DEVICE_KERNELS
-// chooses, that host tensors never reach a kernel (the CPU paths stay as
+// chooses for this build (its values: tests/core/device_kernel_choice_test.cpp),
+// that host tensors never reach a kernel (the CPU paths stay as
 // they are, also with the switch on), and the messages of a misuse. The
 // kernels themselves are tested on a GPU: tests/gpu/device_kernels_test.cpp.
 #include <ATen/ATen.h>
@@ -20,7 +21,6 @@
 namespace tessel::nn {
 namespace {
 
-using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
@@ -39,19 +39,6 @@ class ScopedKernelChoice {
  private:
   std::optional<std::string> old_;
 };
-
-TEST(DeviceKernels, TheSwitchIsOffUnlessAskedForAndRefusesWhatItCannotDo) {
-  EXPECT_FALSE(use_device_kernels(nullptr, true));
-  EXPECT_FALSE(use_device_kernels("", true));
-  EXPECT_FALSE(use_device_kernels("aten", true));
-  EXPECT_FALSE(use_device_kernels("aten", false));
-  EXPECT_TRUE(use_device_kernels("fused", true));
-  EXPECT_THAT([] { use_device_kernels("fused", false); },
-              ThrowsMessage<UsageError>(HasSubstr("TESSEL_DEVICE_KERNELS=fused, but this tessel was built without CUDA")));
-  EXPECT_THAT([] { use_device_kernels("fast", true); },
-              ThrowsMessage<UsageError>(AllOf(HasSubstr("TESSEL_DEVICE_KERNELS='fast' is unknown"),
-                                              HasSubstr("aten"), HasSubstr("fused"))));
-}
 
 TEST(DeviceKernels, ThisBuildsEnvironmentDecides) {
   {

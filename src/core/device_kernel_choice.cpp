@@ -1,0 +1,26 @@
+#include "core/device_kernel_choice.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace tessel {
+
+bool use_device_kernels(const char* choice, bool built) {
+  const std::string value = choice != nullptr ? choice : "";
+  if (value.empty() || value == "aten") return false;
+  if (value == "fused") {
+    if (built) return true;
+    throw UsageError(
+        "TESSEL_DEVICE_KERNELS=fused, but this tessel was built without CUDA: its fused paths are CUDA's "
+        "(build the cuda preset: scripts/cuda.sh), or use aten");
+  }
+  throw UsageError(fmt::format("TESSEL_DEVICE_KERNELS='{}' is unknown; use aten (ATen's compositions, the "
+                               "default) or fused (tessel's CUDA kernels and fused AdamW)",
+                               value));
+}
+
+bool device_kernels_chosen(bool built) { return use_device_kernels(std::getenv("TESSEL_DEVICE_KERNELS"), built); }
+
+}  // namespace tessel
