@@ -33,6 +33,8 @@ def parse():
     p.add_argument("--max-batch", action="store_true", help="also find the largest micro batch that fits")
     p.add_argument("--max-batch-limit", type=int, default=64, help="stop doubling here")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="the GPU's dense bf16 peak")
+    p.add_argument("--profile-step", type=int, default=0,
+                   help="run this step (from 1) inside cudaProfilerStart/Stop, for ncu --profile-from-start off")
     return p.parse_args()
 
 
@@ -59,12 +61,14 @@ def build(config_path, compiled):
     return cfg, model, optimizer
 
 
-def run(cfg, model, optimizer, batch, seq, steps):
+def run(cfg, model, optimizer, batch, seq, steps, profile_step=0):
     g = torch.Generator(device="cuda").manual_seed(1)
     times = []
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         ids = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda", generator=g)
         torch.cuda.synchronize()
+        if step == profile_step:
+            torch.cuda.profiler.start()
         t0 = time.perf_counter()
         loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
@@ -73,6 +77,8 @@ def run(cfg, model, optimizer, batch, seq, steps):
         optimizer.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        if step == profile_step:
+            torch.cuda.profiler.stop()
     return times, float(loss)
 
 
@@ -94,7 +100,7 @@ def main():
     cfg, model, optimizer = build(a.config, a.compile)
     params = sum(p.numel() for p in model.parameters())
     torch.cuda.reset_peak_memory_stats()
-    times, loss = run(cfg, model, optimizer, a.batch, a.seq, a.steps)
+    times, loss = run(cfg, model, optimizer, a.batch, a.seq, a.steps, a.profile_step)
     measured = times[2:] if len(times) > 2 else times
     step = statistics.median(measured)
     tokens_per_s = a.batch * a.seq / step

@@ -14,7 +14,9 @@
 # TESSEL_CHECK_TORCH (a torch folder, default: python3's),
 # TESSEL_CHECK_DEVICE (the trains' TESSEL_DEVICE, default cuda),
 # TESSEL_CHECK_SKIP_BUILD=1 (reuse build/device), TESSEL_CHECK_BENCH=1 (also
-# bench/gpu/run.sh, issue 40: tessel against PyTorch FSDP2), TESSEL_CHECK_BUILD_LIMIT
+# bench/gpu/run.sh, issue 40: tessel against PyTorch FSDP2), TESSEL_CHECK_PROFILE=1
+# (also bench/gpu/profile.sh: each side's step under ncu, where the time
+# goes), TESSEL_CHECK_BUILD_LIMIT
 # (seconds, default 360: a 16-core machine's build; the dry run on 2 cores
 # needs far more).
 set -uo pipefail
@@ -122,6 +124,9 @@ if ((built)); then
   if [[ ${TESSEL_CHECK_BENCH:-0} == 1 ]]; then
     phase bench 300 bench.log env OUT="$out/bench" bash "$root/bench/gpu/run.sh" "$build" 2048 4 8
   fi
+  if [[ ${TESSEL_CHECK_PROFILE:-0} == 1 ]]; then
+    phase profile 240 profile.log env OUT="$out/profile" bash "$root/bench/gpu/profile.sh" "$build" 2048 4
+  fi
 fi
 
 # --- summary ---------------------------------------------------------------
@@ -161,9 +166,10 @@ summary["test_gpu_np4"] = {os.path.basename(p)[len("test_gpu_np4_"):-5]: gtest(p
 for rank, report in summary["test_gpu_np4"].items():  # rank 0 in full; the others' failures only
     if rank != "rank0" and "tests" in report:
         report["tests"] = [t for t in report["tests"] if t["status"] == "failed"]
-bench = os.path.join(out, "bench.log")
-if os.path.exists(bench):
-    summary["bench"] = [json.loads(l) for l in open(bench, errors="replace") if l.startswith("{")]
+for part in ("bench", "profile"):
+    log = os.path.join(out, part + ".log")
+    if os.path.exists(log):
+        summary[part] = [json.loads(l) for l in open(log, errors="replace") if l.startswith("{")]
 for run in ("train_np1", "train_np4"):
     log = os.path.join(out, run + ".log")
     if os.path.exists(log):

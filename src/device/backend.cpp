@@ -26,4 +26,13 @@ void synchronize(c10::Device device) {
     b->synchronize(device.index() < 0 ? 0 : device.index());
 }
 
+bool mark_profiler_range(c10::Device device, bool start) {
+  const Backend* b = backend_for(device);
+  if (b == nullptr) return false;
+  synchronize(device);
+  if (start) b->start_profiler_range();
+  else b->stop_profiler_range();
+  return true;
+}
+
 }  // namespace tessel::device

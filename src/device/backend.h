@@ -38,6 +38,11 @@ class Backend {
   virtual MemoryStats memory_stats(int index) const = 0;
   virtual void reset_peak_memory(int index) const = 0;
   virtual StreamOps& stream_ops() const = 0;
+  // Where a profiler attached to the process with collection off at start
+  // collects (CUDA: cudaProfilerStart/Stop, which `ncu --profile-from-start
+  // off` honours); without such a profiler, nothing happens.
+  virtual void start_profiler_range() const = 0;
+  virtual void stop_profiler_range() const = 0;
 };
 
 // The CUDA backend, or null in a build without CUDA.
@@ -53,5 +58,10 @@ const Backend* backend_for(c10::Device device);
 
 // Blocks until `device` has finished the work issued to it (no-op on the CPU).
 void synchronize(c10::Device device);
+
+// Opens or closes `device`'s profiler range (Backend above) once the work
+// issued so far has finished, so that exactly the work issued in between
+// falls inside. False on the CPU, which has no such range.
+bool mark_profiler_range(c10::Device device, bool start);
 
 }  // namespace tessel::device

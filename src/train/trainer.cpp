@@ -10,9 +10,11 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "device/backend.h"
 #include "dist/caller_wait_time.h"
 #include "dist/communicator_base.h"
 #include "io/atomic_file.h"
@@ -25,6 +27,7 @@
 #include "train/link_traffic.h"
 #include "config/parallelism_config.h"
 #include "train/memory.h"
+#include "train/profiled_step.h"
 #include "train/progress.h"
 #include "train/resume_point.h"
 #include "train/sft_recipe.h"
@@ -148,13 +151,18 @@ TrainResult run_training(const config::Config& config, const TrainOptions& o, co
   const auto run_start = Clock::now();
   const std::vector<std::string> node_names = node_of_each_rank(*mesh.world());
   int64_t run_tokens = 0;
+  const std::optional<int64_t> profile_step = profile_step_from_env();
+  if (profile_step && mesh.device().is_cpu())
+    log::warn("TESSEL_PROFILE_STEP={} marks a step for a GPU profiler; this run computes on the CPU", *profile_step);
   for (int64_t step = start_step; step < total_steps; ++step) {
+    const bool profiled = profile_step == step + 1 && device::mark_profiler_range(mesh.device(), true);
     const auto t0 = Clock::now();
     const GroupBytes sent_before = sent_bytes(mesh);
     const auto batches = recipe.next_step(sharded, mesh, step);
     const double lr = optim::lr_at(o.lr_schedule, step);
     const double waited_before = dist::caller_wait_seconds();
     const StepResult r = train_step(sharded, optimizer, mesh, batches, recipe.objective(), lr, o.max_grad_norm);
+    if (profiled) device::mark_profiler_range(mesh.device(), false);
     const double waited = dist::caller_wait_seconds() - waited_before;
     const GroupBytes sent = difference(sent_bytes(mesh), sent_before);  // the step's own collectives
 

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,22 @@ TEST_F(CudaTraining, Bf16FollowsTheFp32LossCurve) {
   }
   EXPECT_LT(low.steps.back().loss, 0.8 * low.steps.front().loss)
       << "bf16 training must still learn";
+}
+
+// TESSEL_PROFILE_STEP=2 (train/profiled_step.h) opens and closes the
+// device's profiler range around step 2; without a profiler attached the run
+// is the same run.
+TEST_F(CudaTraining, AProfiledStepChangesNothing) {
+  if (dist::world()->size() != 1) GTEST_SKIP() << "runs at one process";
+  const dist::DeviceMesh gpu = single_rank_mesh(true);
+  const config::Config cfg = make_config({"policy.model_name=tiny-llama", "sft.max_num_steps=3"});
+  const train::TrainResult plain = train::train(cfg, gpu, quiet());
+  ::setenv("TESSEL_PROFILE_STEP", "2", 1);
+  const train::TrainResult profiled = train::train(cfg, gpu, quiet());
+  ::unsetenv("TESSEL_PROFILE_STEP");
+  ASSERT_EQ(profiled.steps.size(), plain.steps.size());
+  for (size_t s = 0; s < plain.steps.size(); ++s)
+    EXPECT_NEAR(profiled.steps[s].loss, plain.steps[s].loss, 1e-6 * plain.steps[s].loss) << "step " << s + 1;
 }
 
 dist::MeshSizes sizes(int world, int dp_replicate = 1, int tp = 1, int cp = 1, int ep = 1) {

@@ -132,6 +132,7 @@ TEST_F(TrainCli, BadInputExitsWithUsageCode) {
   const std::vector<std::pair<std::string, std::string>> bad_settings = {
       {"TESSEL_GEMM=mkl", "TESSEL_GEMM='mkl' is unknown"},
       {"TESSEL_DEVICE_KERNELS=triton", "TESSEL_DEVICE_KERNELS='triton' is unknown"},
+      {"TESSEL_PROFILE_STEP=0", "TESSEL_PROFILE_STEP='0': give the step to profile"},
       {"TESSEL_ALLREDUCE_ALGO=ring", "TESSEL_ALLREDUCE_ALGO='ring' is unknown"},
       {"TESSEL_ENGINE_NICE=25", "TESSEL_ENGINE_NICE='25'"},
       {"TESSEL_COLLECTIVE_TIMEOUT_S=soon", "TESSEL_COLLECTIVE_TIMEOUT_S='soon'"},

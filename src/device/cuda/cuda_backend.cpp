@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -143,6 +144,8 @@ class CudaBackend : public Backend {
     c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index));
   }
   StreamOps& stream_ops() const override { return streams_; }
+  void start_profiler_range() const override { check_cuda(cudaProfilerStart(), "cudaProfilerStart"); }
+  void stop_profiler_range() const override { check_cuda(cudaProfilerStop(), "cudaProfilerStop"); }
 
  private:
   mutable CudaStreamOps streams_;
