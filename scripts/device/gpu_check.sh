@@ -13,7 +13,9 @@
 # TESSEL_CHECK_DEPS (the prefix, default /tmp/tessel-deps),
 # TESSEL_CHECK_TORCH (a torch folder, default: python3's),
 # TESSEL_CHECK_DEVICE (the trains' TESSEL_DEVICE, default cuda),
-# TESSEL_CHECK_SKIP_BUILD=1 (reuse build/device), TESSEL_CHECK_BENCH=1 (also
+# TESSEL_CHECK_SKIP_BUILD=1 (reuse build/device), TESSEL_CHECK_SANITIZE=0 (leave
+# out compute-sanitizer's memcheck and racecheck of tessel's kernels, which
+# run where it is installed and a GPU is present), TESSEL_CHECK_BENCH=1 (also
 # bench/gpu/run.sh, issue 40: tessel against PyTorch FSDP2), TESSEL_CHECK_PROFILE=1
 # (also bench/gpu/profile.sh: each side's step under ncu, where the time
 # goes), TESSEL_CHECK_BUILD_LIMIT
@@ -111,6 +113,15 @@ fi
 # --- tests and runs -----------------------------------------------------
 if ((built)); then
   phase test_gpu_np1 200 test_gpu_np1.log "$build/tests/test_gpu" "--gtest_output=json:$out/test_gpu_np1.json"
+  # tessel's own kernels under compute-sanitizer (out-of-bounds accesses,
+  # shared-memory races), where it is installed and a GPU is present.
+  if command -v compute-sanitizer >/dev/null 2>&1 && [[ ${TESSEL_CHECK_SANITIZE:-1} == 1 ]] \
+    && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    for tool in memcheck racecheck; do
+      phase "sanitize_$tool" 150 "sanitize_$tool.log" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$build/tests/test_gpu" --gtest_filter='DeviceKernels.*:FusedAdamW.*'
+    done
+  fi
   phase test_gpu_np4 300 test_gpu_np4.log "$mpirun" --oversubscribe --bind-to none -np 4 \
     -x LD_LIBRARY_PATH -x OPAL_PREFIX -x TESSEL_COLLECTIVE_TIMEOUT_S=120 \
     bash -c "exec '$build/tests/test_gpu' --gtest_output=json:$out/test_gpu_np4_rank\${OMPI_COMM_WORLD_RANK}.json"

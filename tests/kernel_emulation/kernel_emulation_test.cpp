@@ -52,7 +52,7 @@ TEST(KernelEmulation, RmsNormForwardAndBackward) {
   for (const StorageCase& s : storages()) {
     for (const bool offset : {false, true}) {
       for (const auto& [rows, dim, partials] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-               {5, 33, 1}, {9, 1000, 4}, {4, 300, 4}}) {
+               {5, 33, 1}, {9, 1000, 4}, {4, 300, 4}, {33, 300, 2}}) {
         const std::string what = std::string(c10::toString(s.dtype)) + (offset ? " gemma " : " llama ") +
                                  std::to_string(rows) + "x" + std::to_string(dim) + " partials " +
                                  std::to_string(partials);
