@@ -13,8 +13,9 @@ bool use_device_kernels(const char* choice, bool built) {
   if (value == "fused") {
     if (built) return true;
     throw UsageError(
-        "TESSEL_DEVICE_KERNELS=fused, but this tessel was built without CUDA: its fused paths are CUDA's "
-        "(build the cuda preset: scripts/cuda.sh), or use aten");
+        "TESSEL_DEVICE_KERNELS=fused, but this tessel has no fused device paths: it was built without CUDA, "
+        "or its CUDA build found no working nvcc (build the cuda preset with the CUDA toolkit: "
+        "scripts/cuda.sh), or use aten");
   }
   throw UsageError(fmt::format("TESSEL_DEVICE_KERNELS='{}' is unknown; use aten (ATen's compositions, the "
                                "default) or fused (tessel's CUDA kernels and fused AdamW)",

@@ -10,7 +10,8 @@ namespace tessel {
 
 // The choice, given whether the asking layer's fused path is built: unset
 // or "aten" -> false; "fused" -> true, or a UsageError when it is not built
-// (a CPU build); anything else -> a UsageError listing the values.
+// (a CPU build, or a CUDA build without nvcc); anything else -> a
+// UsageError listing the values.
 bool use_device_kernels(const char* choice, bool built);
 
 // use_device_kernels for this process's environment (read at each call:
