@@ -96,11 +96,14 @@ class DecoderModel : public nn::Module {
 
 // The logits and, for a mixture-of-experts model, each MoE layer's router
 // logits [B*T, experts] in layer order (empty for a dense model). From
-// forward_loss_sum: the loss sum instead of the logits (logits undefined).
+// forward_loss_sum: each position's next-token cross-entropy [B, T] (0
+// where there is no label) and their sum instead of the logits (logits
+// undefined).
 struct CausalLMOutput {
   at::Tensor logits;
   std::vector<at::Tensor> router_logits;
   at::Tensor loss_sum = {};
+  at::Tensor token_losses = {};
 };
 
 class CausalLM : public nn::Module {
@@ -117,9 +120,9 @@ class CausalLM : public nn::Module {
   // As forward_logits, with the router logits of the MoE layers.
   CausalLMOutput forward_with_router_logits(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
                                             const at::Tensor& document_ids = {});
-  // As forward_with_router_logits, but lm_head computes the sum of the
-  // next-token cross-entropy over `labels` ([B, T] int64, nn::kIgnoredLabel
-  // where none) in place of the logits, which never exist
+  // As forward_with_router_logits, but lm_head computes the next-token
+  // cross-entropy at each position of `labels` ([B, T] int64,
+  // nn::kIgnoredLabel where none) and their sum in place of the logits, which never exist
   // (nn/linear_cross_entropy.h; policy.fused_lm_head_loss). The whole
   // vocabulary must be on this rank (no tensor-parallel lm_head).
   CausalLMOutput forward_loss_sum(const at::Tensor& input_ids, const at::Tensor& position_ids,

@@ -81,7 +81,7 @@ struct LinearCrossEntropyFunction : torch::autograd::Function<LinearCrossEntropy
     ctx->save_for_backward({hidden, weight, lse, label, valid});
     ctx->saved_data["cap"] = cap;
     ctx->saved_data["block"] = block;
-    return at::where(valid, lse - picked, at::zeros_like(lse)).sum();  // the accumulate type
+    return at::where(valid, lse - picked, at::zeros_like(lse));  // per row, in the accumulate type
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -92,7 +92,7 @@ struct LinearCrossEntropyFunction : torch::autograd::Function<LinearCrossEntropy
     const int64_t block = ctx->saved_data["block"].toInt();
     const bool want_hidden = ctx->needs_input_grad(0), want_weight = ctx->needs_input_grad(1);
     const int64_t rows = hidden.size(0), vocab = weight.size(0);
-    // d(sum)/d z[i, j] = g * (softmax_ij - [j == label_i]) on valid rows.
+    // d(row i's loss)/d z[i, j] = g_i * (softmax_ij - [j == label_i]) on valid rows.
     const at::ScalarType acc = accumulate_type(hidden);
     const at::Tensor scale = valid.to(acc).mul_(grads[0].to(acc)).unsqueeze(1);
     at::Tensor grad_hidden = want_hidden ? at::zeros({rows, hidden.size(1)}, hidden.options().dtype(acc))
@@ -118,15 +118,15 @@ struct LinearCrossEntropyFunction : torch::autograd::Function<LinearCrossEntropy
 
 }  // namespace
 
-at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
-                                    int64_t ignore_index, std::optional<double> softcap, int64_t block_columns) {
+at::Tensor linear_cross_entropy_rows(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                                     int64_t ignore_index, std::optional<double> softcap, int64_t block_columns) {
   TESSEL_CHECK(hidden.dim() >= 1 && weight.dim() == 2 && hidden.size(-1) == weight.size(1) && weight.size(0) > 0,
-               "linear_cross_entropy_sum: needs hidden [..., H] and weight [V, H] with V > 0, got {} and {}",
+               "linear_cross_entropy: needs hidden [..., H] and weight [V, H] with V > 0, got {} and {}",
                shape_string(hidden.sizes()), shape_string(weight.sizes()));
   TESSEL_CHECK(labels.dim() == hidden.dim() - 1 && labels.sizes() == hidden.sizes().slice(0, hidden.dim() - 1),
-               "linear_cross_entropy_sum: labels {} do not match hidden {}", shape_string(labels.sizes()),
+               "linear_cross_entropy: labels {} do not match hidden {}", shape_string(labels.sizes()),
                shape_string(hidden.sizes()));
-  TESSEL_CHECK(!softcap || *softcap > 0, "linear_cross_entropy_sum: a softcap must be positive, got {}",
+  TESSEL_CHECK(!softcap || *softcap > 0, "linear_cross_entropy: a softcap must be positive, got {}",
                softcap.value_or(0.0));
   const int64_t vocab = weight.size(0);
   const at::Tensor flat = labels.reshape({-1}).to(at::kLong);
@@ -135,13 +135,19 @@ at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& 
     const at::Tensor targets = flat.masked_select(valid);
     const int64_t lo = targets.min().item<int64_t>(), hi = targets.max().item<int64_t>();
     TESSEL_CHECK(lo >= 0 && hi < vocab,
-                 "linear_cross_entropy_sum: label {} is outside the vocabulary [0, {}) (use {} to ignore a position)",
+                 "linear_cross_entropy: label {} is outside the vocabulary [0, {}) (use {} to ignore a position)",
                  lo < 0 ? lo : hi, vocab, ignore_index);
   }
   const at::Tensor rows = hidden.reshape({flat.numel(), hidden.size(-1)});
   const int64_t block = columns_per_block(rows.size(0), vocab, block_columns);
   return LinearCrossEntropyFunction::apply(at::TensorList{rows, weight}, at::where(valid, flat, at::zeros_like(flat)),
-                                           valid, softcap.value_or(0.0), block);
+                                           valid, softcap.value_or(0.0), block)
+      .view(labels.sizes());
+}
+
+at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                                    int64_t ignore_index, std::optional<double> softcap, int64_t block_columns) {
+  return linear_cross_entropy_rows(hidden, weight, labels, ignore_index, softcap, block_columns).sum();
 }
 
 }  // namespace tessel::nn

@@ -1,5 +1,5 @@
-// The language-model head and its cross-entropy in one: Σ over the rows with
-// a target of lse(z_i) - z_i[label_i], z = softcap(hidden · weightᵀ), without
+// The language-model head and its cross-entropy in one: per row with a
+// target lse(z_i) - z_i[label_i] (or their sum), z = softcap(hidden · weightᵀ), without
 // the [tokens, vocabulary] logits ever existing. Both passes walk the
 // vocabulary a block of columns at a time ([tokens, block] floats, at most
 // about kBlockBytes): forward keeps a running log-sum-exp per row and the
@@ -35,12 +35,19 @@ inline constexpr int64_t kLinearCrossEntropyBlockBytes = int64_t{64} << 20;
 
 // hidden [..., H] (requires grad or not), weight [V, H], labels [...] int64
 // (hidden's leading shape) with each label in [0, V) or ignore_index.
-// Returns the scalar sum over rows whose label is not ignore_index, in
-// float32 (float64 for float64 inputs), differentiable with respect to hidden and weight. `softcap`:
-// z = tanh(x / cap) * cap on the logits x (Gemma's final_logit_softcapping).
-// `block_columns` 0: as many as fit kLinearCrossEntropyBlockBytes (tests
-// pass small ones). tessel::Error for shapes that do not match or a label
-// outside the vocabulary.
+// Returns each position's lse(z) - z[label] (labels' shape; 0 where the
+// label is ignore_index), in float32 (float64 for float64 inputs),
+// differentiable with respect to hidden and weight under any upstream
+// gradient: the negated log-probabilities a policy objective reads (DPO).
+// `softcap`: z = tanh(x / cap) * cap on the logits x (Gemma's
+// final_logit_softcapping). `block_columns` 0: as many as fit
+// kLinearCrossEntropyBlockBytes (tests pass small ones). tessel::Error for
+// shapes that do not match or a label outside the vocabulary.
+at::Tensor linear_cross_entropy_rows(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                                     int64_t ignore_index, std::optional<double> softcap = std::nullopt,
+                                     int64_t block_columns = 0);
+
+// Their sum over the positions (SFT's loss sum).
 at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
                                     int64_t ignore_index, std::optional<double> softcap = std::nullopt,
                                     int64_t block_columns = 0);

@@ -14,8 +14,18 @@ train::StepCounts DpoObjective::begin(const dist::DeviceMesh& mesh, const std::v
 
 at::Tensor DpoObjective::micro_batch_loss(const train::ShardedModel& model, const dist::DeviceMesh& mesh,
                                          const at::Tensor& logits, const train::MicroBatch& piece) {
+  return loss_of_logprobs(mesh, aligned_logprobs(model, logits, piece.labels, 1.0), piece);
+}
+
+at::Tensor DpoObjective::micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
+                                                  const at::Tensor&, const train::MicroBatch& piece) {
+  return loss_of_logprobs(mesh, token_losses.neg(), piece);
+}
+
+at::Tensor DpoObjective::loss_of_logprobs(const dist::DeviceMesh& mesh, const at::Tensor& logprobs,
+                                          const train::MicroBatch& piece) {
   DpoInputs in;
-  in.curr_logprobs = aligned_logprobs(model, logits, piece.labels, 1.0);
+  in.curr_logprobs = logprobs;
   in.reference_logprobs = token_value(piece, kReferenceLogprobs);
   in.token_mask = token_value(piece, kTokenMask);
   in.sample_mask = row_value(piece, kSampleMask);

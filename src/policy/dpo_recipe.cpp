@@ -54,6 +54,8 @@ DpoRecipe::DpoRecipe(train::TrainOptions options, DpoOptions dpo)
     : options_(std::move(options)), dpo_(dpo), objective_(dpo) {}
 
 void DpoRecipe::setup(train::ShardedModel& model, const dist::DeviceMesh& mesh) {
+  train::check_fused_head_fits(options_.fused_lm_head_loss, model);
+  objective_.set_fused_head(options_.fused_lm_head_loss);
   const int64_t vocab = model.model->config().vocab_size;
   tokenizer_ = data::load_tokenizer(options_.tokenizer, vocab);
   train_pairs_.emplace(
@@ -99,7 +101,8 @@ std::vector<train::MicroBatch> DpoRecipe::batches_of(const data::PreferenceDatas
   reference_->with_reference_weights(model, mesh, [&] {
     for (auto& mb : out) {
       const at::Tensor lengths = mb.attention_mask.sum(1);
-      mb.token_values[kReferenceLogprobs] = logprobs_aligned_with_labels(get_logprobs(model, mesh, mb.input_ids, lengths));
+      mb.token_values[kReferenceLogprobs] = logprobs_aligned_with_labels(
+          get_logprobs(model, mesh, mb.input_ids, lengths, 1.0, options_.fused_lm_head_loss));
     }
   });
   return out;

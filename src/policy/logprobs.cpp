@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "nn/format.h"
+#include "loss/cross_entropy.h"
 #include "parallel/load_balanced_chunks.h"
 #include "tensor/chunking.h"
 #include "train/context_batches.h"
@@ -71,7 +72,9 @@ at::Tensor aligned_logprobs(const train::ShardedModel& model, const at::Tensor& 
 }
 
 at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& input_ids,
-                        const at::Tensor& input_lengths, double temperature) {
+                        const at::Tensor& input_lengths, double temperature, bool fused_head) {
+  TESSEL_CHECK(!fused_head || temperature == 1.0, "get_logprobs: the fused head computes at temperature 1, got {}",
+               temperature);
   at::NoGradGuard no_grad;
   const int cp = mesh.size("cp"), tp = mesh.size("tp");
   // Rows padded to whole load-balanced chunks (2·cp of them) each divisible
@@ -85,9 +88,16 @@ at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh
   rows.labels =
       at::constant_pad_nd(next_token_targets(input_ids, input_lengths), {0, padded - seq}, -1).to(mesh.device());
   const train::MicroBatch piece = train::context_parallel_slice(rows, cp, mesh.coordinate("cp"));
-  const at::Tensor logits = model.model->forward_logits(piece.input_ids, piece.position_ids, piece.document_ids);
   const int64_t batch = piece.input_ids.size(0), local = piece.input_ids.size(1);
-  at::Tensor aligned = aligned_logprobs(model, logits, piece.labels, temperature);
+  at::Tensor aligned;
+  if (fused_head) {
+    const at::Tensor labels = piece.labels.masked_fill(piece.labels.lt(0), loss::kIgnoreIndex);
+    aligned = model.model->forward_loss_sum(piece.input_ids, piece.position_ids, piece.document_ids, labels)
+                  .token_losses.neg();
+  } else {
+    const at::Tensor logits = model.model->forward_logits(piece.input_ids, piece.position_ids, piece.document_ids);
+    aligned = aligned_logprobs(model, logits, piece.labels, temperature);
+  }
   if (cp > 1) {
     // Every rank's chunks (equal sizes: the rows were padded to 2·cp chunks),
     // then the rows joined and the padding dropped.

@@ -40,9 +40,12 @@ at::Tensor aligned_logprobs(const train::ShardedModel& model, const at::Tensor& 
 
 // Collective over the mesh: the tp and cp ranks of one dp rank pass the same
 // rows; different dp ranks may pass different rows (and batch sizes). No
-// gradients are recorded. temperature > 0.
+// gradients are recorded. temperature > 0. `fused_head`: from the fused head
+// (CausalLM::forward_loss_sum; temperature 1, no tensor parallelism), the
+// arithmetic a fused-head policy trains with, so that a policy equal to its
+// reference gets exactly its log-probs; no logits.
 at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& input_ids,
-                        const at::Tensor& input_lengths, double temperature = 1.0);
+                        const at::Tensor& input_lengths, double temperature = 1.0, bool fused_head = false);
 
 // Turns log-probs aligned with the logits ([B, S], position t = the log-prob
 // of token t + 1) into get_logprobs' layout (position i = token i; position 0

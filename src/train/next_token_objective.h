@@ -19,7 +19,8 @@ class NextTokenObjective : public StepObjective {
   at::Tensor micro_batch_loss(const ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& logits,
                               const MicroBatch& piece) override;
   bool fuses_head_loss() const override { return fused_head_; }
-  at::Tensor micro_batch_loss_of_sum(const at::Tensor& loss_sum, const MicroBatch& piece) override;
+  at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
+                                      const at::Tensor& loss_sum, const MicroBatch& piece) override;
   // {"loss": the sum of every piece's cross-entropy / the global valid count
   // (0 for a batch without targets)}.
   Metrics finish(const Metrics& global_sums) override;

@@ -125,12 +125,7 @@ ValidationBatches validation_batches(const TrainOptions& o, const dist::DeviceMe
 
 void SftRecipe::setup(ShardedModel& model, const dist::DeviceMesh& mesh) {
   const int64_t vocab = model.model->config().vocab_size;
-  if (options_.fused_lm_head_loss && model.tp_group && model.tp_group->size() > 1) {
-    throw UsageError(fmt::format("policy.fused_lm_head_loss=true needs the whole vocabulary on each rank, and "
-                                 "tensor parallelism (tensor_parallel_size {}) splits lm_head's: set it to false "
-                                 "(the vocab-parallel loss never gathers the logits either)",
-                                 model.tp_group->size()));
-  }
+  check_fused_head_fits(options_.fused_lm_head_loss, model);
   objective_.set_fused_head(options_.fused_lm_head_loss);
   tokenizer_ = tokenizer_for(options_, vocab);
   train_set_.emplace(load_split(options_.train_data, options_, tokenizer_.get(), vocab));

@@ -61,12 +61,16 @@ class StepObjective {
   // metric contributions to sums().
   virtual at::Tensor micro_batch_loss(const ShardedModel& model, const dist::DeviceMesh& mesh,
                                       const at::Tensor& logits, const MicroBatch& piece) = 0;
-  // True when the step should ask the model for the sum of the next-token
-  // cross-entropy over piece.labels instead of the logits
-  // (CausalLM::forward_loss_sum) and pass it to micro_batch_loss_of_sum.
+  // True when the step should ask the model for the next-token
+  // cross-entropy at each position of piece.labels instead of the logits
+  // (CausalLM::forward_loss_sum, policy.fused_lm_head_loss) and pass it to
+  // micro_batch_loss_of_head.
   virtual bool fuses_head_loss() const { return false; }
-  // As micro_batch_loss, from that sum. Only called when fuses_head_loss().
-  virtual at::Tensor micro_batch_loss_of_sum(const at::Tensor& loss_sum, const MicroBatch& piece);
+  // As micro_batch_loss, from those losses: `token_losses` [rows, positions]
+  // (0 where there is no label; the negated log-probabilities of the
+  // labels) and `loss_sum`, their sum. Only called when fuses_head_loss().
+  virtual at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
+                                              const at::Tensor& loss_sum, const MicroBatch& piece);
   // The step's metrics ("loss" first) from the sums of every rank's
   // contributions (the step reduces them over dp_cp in one collective, with
   // its own). By default the sums themselves: contributions already divided
@@ -78,6 +82,11 @@ class StepObjective {
  private:
   MetricSums sums_;
 };
+
+// A recipe's check before it lets its objective fuse the head
+// (policy.fused_lm_head_loss): the whole vocabulary must be on each rank;
+// tessel::UsageError naming the setting when tensor parallelism splits it.
+void check_fused_head_fits(bool fused_lm_head_loss, const ShardedModel& model);
 
 // Each value summed over the dp_cp group in double precision: the
 // communicator reduces no float64, and float32 sums would round differently

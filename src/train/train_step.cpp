@@ -60,7 +60,8 @@ constexpr const char* kAuxSum = "__aux_loss_sum";
 
 // One piece through the model and the objective: its (normalised) loss and
 // the MoE layers' router logits. From the logits, or, where the objective
-// fuses the head's loss (policy.fused_lm_head_loss), from that sum.
+// fuses the head's loss (policy.fused_lm_head_loss), from the positions'
+// losses.
 struct PieceLoss {
   at::Tensor loss;
   std::vector<at::Tensor> router_logits;
@@ -71,7 +72,7 @@ PieceLoss piece_loss(ShardedModel& model, const dist::DeviceMesh& mesh, StepObje
   if (objective.fuses_head_loss()) {
     models::CausalLMOutput out =
         model.model->forward_loss_sum(mb.input_ids, mb.position_ids, mb.document_ids, mb.labels);
-    return {objective.micro_batch_loss_of_sum(out.loss_sum, mb), std::move(out.router_logits)};
+    return {objective.micro_batch_loss_of_head(mesh, out.token_losses, out.loss_sum, mb), std::move(out.router_logits)};
   }
   models::CausalLMOutput out = model.model->forward_with_router_logits(mb.input_ids, mb.position_ids, mb.document_ids);
   return {objective.micro_batch_loss(model, mesh, out.logits, mb), std::move(out.router_logits)};

@@ -77,6 +77,42 @@ TEST(LinearCrossEntropy, EqualsTheSumOverTheWholeLogitsInFloat64) {
   }
 }
 
+// Per position (what DPO reads as negated log-probabilities), under an
+// upstream gradient that differs from row to row: each row against
+// -log_softmax(...)[label] by autograd, 0 on ignored rows, both gradients.
+TEST(LinearCrossEntropy, PerRowLossesUnderPerRowGradients) {
+  at::manual_seed(4);
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor hidden = at::randn({3, 5, 11}, f64);
+  const at::Tensor weight = at::randn({29, 11}, f64) * 0.6;
+  at::Tensor labels = at::randint(0, 29, {3, 5}, at::kLong);
+  labels.index_put_({1, 2}, kIgnore);
+  labels.index_put_({2, 4}, kIgnore);
+  const at::Tensor upstream = at::randn({3, 5}, f64);
+  for (const std::optional<double> cap : {std::optional<double>{}, std::optional<double>{1.5}}) {
+    at::Tensor h = hidden.clone().set_requires_grad(true), w = weight.clone().set_requires_grad(true);
+    at::Tensor logits = at::matmul(h, w.t());
+    if (cap) logits = at::tanh(logits / *cap) * *cap;
+    const at::Tensor valid = labels.ne(kIgnore);
+    const at::Tensor want = -at::log_softmax(logits, -1)
+                                 .gather(-1, at::where(valid, labels, at::zeros_like(labels)).unsqueeze(-1))
+                                 .squeeze(-1) *
+                            valid.to(at::kDouble);
+    (want * upstream).sum().backward();
+    for (const int64_t block : {1, 7, 0}) {
+      const std::string what = "block " + std::to_string(block) + (cap ? ", softcap 1.5" : "");
+      at::Tensor fh = hidden.clone().set_requires_grad(true), fw = weight.clone().set_requires_grad(true);
+      const at::Tensor got = linear_cross_entropy_rows(fh, fw, labels, kIgnore, cap, block);
+      EXPECT_EQ(got.sizes(), labels.sizes()) << what;
+      (got * upstream).sum().backward();
+      expect_close(got.detach(), want.detach(), 1e-12, what + ": rows");
+      EXPECT_EQ(got[1][2].item<double>(), 0.0) << what << ": an ignored row";
+      expect_close(fh.grad(), h.grad(), 1e-12, what + ": d hidden");
+      expect_close(fw.grad(), w.grad(), 1e-12, what + ": d weight");
+    }
+  }
+}
+
 TEST(LinearCrossEntropy, Float32IsFloat64RoundedAndTheScaleOfTheUpstreamGradientCarries) {
   at::manual_seed(4);
   const at::Tensor hidden = at::randn({33, 24}, at::kDouble);

@@ -133,9 +133,7 @@ TEST(Dpo, UnknownKeysAreRefusedNamingThem) {
            {"+dpo.preference_loss=ipo", "dpo.preference_loss"},
            {"+loss_fn={ratio_clip_min: 0.2}", "loss_fn"},
            {"dpo.reference_policy_kl_penalty=0", "reference_policy_kl_penalty"},
-           {"dpo.sft_loss_weight=-1", "sft_loss_weight"},
-           // DPO's loss reads the logits, which a fused head never makes.
-           {"+policy.fused_lm_head_loss=true", "policy.fused_lm_head_loss"}}) {
+           {"dpo.sft_loss_weight=-1", "sft_loss_weight"}}) {
     SCOPED_TRACE(override_);
     try {
       const config::Config c = dpo_config({override_});

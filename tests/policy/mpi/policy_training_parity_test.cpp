@@ -124,8 +124,9 @@ PolicyRun run_clipped_pg(const std::string& preset, const testing::Layout& layou
   return out;
 }
 
-PolicyRun run_dpo(const std::string& preset, const testing::Layout& layout) {
+PolicyRun run_dpo(const std::string& preset, const testing::Layout& layout, const std::vector<std::string>& extra = {}) {
   auto o = layout.overrides();
+  o.insert(o.end(), extra.begin(), extra.end());
   o.insert(o.end(), {"policy.model_name=" + preset, "dpo.max_num_steps=10", "dpo.max_num_epochs=10",
                      "dpo.val_period=0", "dpo.val_at_start=false", "dpo.reference_policy_kl_penalty=0.1",
                      "dpo.sft_loss_weight=0.2", "policy.train_global_batch_size=8", "policy.train_micro_batch_size=2",
@@ -218,6 +219,21 @@ TEST_F(PolicyTrainingParity, DpoOnFixedPairs) {
   const PolicyRun ref = run_dpo("tiny-llama", testing::one_process());
   EXPECT_GT(train::metric(ref.steps.back().metrics, "reward_margin"), 0.0);
   for (const auto& layout : testing::dense_layouts()) expect_same(run_dpo("tiny-llama", layout), ref, "dpo at " + layout.name);
+}
+
+// policy.fused_lm_head_loss: the policy's log-probs from the fused head (no
+// logits) train as the logits' do, at one process and every layout that
+// keeps the whole vocabulary on a rank; tied embeddings too (tiny-qwen2).
+TEST_F(PolicyTrainingParity, DpoWithTheFusedHead) {
+  for (const std::string preset : {"tiny-llama", "tiny-qwen2"}) {
+    const PolicyRun ref = run_dpo(preset, testing::one_process());
+    const std::vector<std::string> fused = {"policy.fused_lm_head_loss=true"};
+    expect_same(run_dpo(preset, testing::one_process(), fused), ref, preset + " fused at one process");
+    for (const auto& layout : testing::dense_layouts()) {
+      if (layout.tp > 1) continue;  // refused: the head's vocabulary is split
+      expect_same(run_dpo(preset, layout, fused), ref, preset + " fused at " + layout.name);
+    }
+  }
 }
 
 TEST_F(PolicyTrainingParity, DpoWithExperts) {
