@@ -118,13 +118,13 @@ CausalLMOutput CausalLM::forward_with_router_logits(const at::Tensor& input_ids,
   return CausalLMOutput{out[0], nn::Tensors(out.begin() + 1, out.end())};
 }
 
-CausalLMOutput CausalLM::forward_loss_sum(const at::Tensor& input_ids, const at::Tensor& position_ids,
-                                          const at::Tensor& document_ids, const at::Tensor& labels) {
+CausalLMOutput CausalLM::forward_token_losses(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                                              const at::Tensor& document_ids, const at::Tensor& labels) {
   TESSEL_CHECK(labels.defined() && labels.sizes() == input_ids.sizes(),
-               "forward_loss_sum: labels must have the shape of input_ids");
+               "forward_token_losses: labels must have the shape of input_ids");
   nn::Tensors out = call({input_ids, position_ids, document_ids, labels});
   TESSEL_CHECK(!out.empty(), "model returned no outputs, expected the positions' losses first");
-  return CausalLMOutput{at::Tensor(), nn::Tensors(out.begin() + 1, out.end()), out[0].sum(), out[0]};
+  return CausalLMOutput{at::Tensor(), nn::Tensors(out.begin() + 1, out.end()), out[0]};
 }
 
 at::Tensor CausalLM::logits_of_hidden(const at::Tensor& hidden) {
@@ -137,7 +137,7 @@ at::Tensor CausalLM::logits_of_hidden(const at::Tensor& hidden) {
 }
 
 nn::Tensors CausalLM::forward(const nn::Tensors& inputs) {
-  if (inputs.size() == 4) {  // forward_loss_sum: the positions' losses instead of the logits
+  if (inputs.size() == 4) {  // forward_token_losses: the positions' losses instead of the logits
     nn::Tensors out = model_->call(decoder_inputs(inputs[0], inputs[1], inputs[2]));
     out[0] = lm_head_->call({out[0], inputs[3]}).at(0);
     return out;

@@ -96,13 +96,11 @@ class DecoderModel : public nn::Module {
 
 // The logits and, for a mixture-of-experts model, each MoE layer's router
 // logits [B*T, experts] in layer order (empty for a dense model). From
-// forward_loss_sum: each position's next-token cross-entropy [B, T] (0
-// where there is no label) and their sum instead of the logits (logits
-// undefined).
+// forward_token_losses: each position's next-token cross-entropy [B, T] (0
+// where there is no label) instead of the logits (logits undefined).
 struct CausalLMOutput {
   at::Tensor logits;
   std::vector<at::Tensor> router_logits;
-  at::Tensor loss_sum = {};
   at::Tensor token_losses = {};
 };
 
@@ -122,11 +120,11 @@ class CausalLM : public nn::Module {
                                             const at::Tensor& document_ids = {});
   // As forward_with_router_logits, but lm_head computes the next-token
   // cross-entropy at each position of `labels` ([B, T] int64,
-  // nn::kIgnoredLabel where none) and their sum in place of the logits, which never exist
+  // nn::kIgnoredLabel where none) in place of the logits, which never exist
   // (nn/linear_cross_entropy.h; policy.fused_lm_head_loss). The whole
   // vocabulary must be on this rank (no tensor-parallel lm_head).
-  CausalLMOutput forward_loss_sum(const at::Tensor& input_ids, const at::Tensor& position_ids,
-                                  const at::Tensor& document_ids, const at::Tensor& labels);
+  CausalLMOutput forward_token_losses(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                                      const at::Tensor& document_ids, const at::Tensor& labels);
   // The logits of final hidden states [..., hidden] (the decoder model's
   // output, after the final norm): lm_head through its hooks, then
   // final_logit_softcapping. forward() ends with it; decoding
@@ -148,8 +146,8 @@ class CausalLM : public nn::Module {
  protected:
   // {input_ids, optional position_ids, optional document_ids} -> {logits,
   // router_logits of each MoE layer...}; {input_ids, position_ids or
-  // undefined, document_ids or undefined, labels} -> {the loss sum, router
-  // logits...} (forward_loss_sum).
+  // undefined, document_ids or undefined, labels} -> {the positions' losses,
+  // router logits...} (forward_token_losses).
   nn::Tensors forward(const nn::Tensors& inputs) override;
 
  private:

@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-
 #include "core/device_kernel_choice.h"
 #include "core/error.h"
 #include "nn/device_kernel_launch.h"

@@ -37,7 +37,7 @@ class Linear : public Module {
 
  protected:
   // {x [..., in]} -> {y [..., out]}; or, as a language-model head's loss
-  // (CausalLM::forward_loss_sum), {x [..., in], labels [...] int64} -> {the
+  // (CausalLM::forward_token_losses), {x [..., in], labels [...] int64} -> {the
   // cross-entropy of softcap(x · wᵀ) at each position, 0 where the label is
   // kIgnoredLabel}, without the logits (nn/linear_cross_entropy.h; no bias).
   Tensors forward(const Tensors& inputs) override;

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
 #include "core/device_kernel_choice.h"
+#include "core/error.h"
 #include "optim/adamw_kernel.h"
 #include "optim/fused_adamw.h"
 

@@ -18,7 +18,7 @@ at::Tensor DpoObjective::micro_batch_loss(const train::ShardedModel& model, cons
 }
 
 at::Tensor DpoObjective::micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
-                                                  const at::Tensor&, const train::MicroBatch& piece) {
+                                                  const train::MicroBatch& piece) {
   return loss_of_logprobs(mesh, token_losses.neg(), piece);
 }
 

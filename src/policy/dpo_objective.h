@@ -16,7 +16,7 @@ class DpoObjective : public train::StepObjective {
   explicit DpoObjective(DpoOptions options) : options_(options) {}
 
   // The policy's log-probs from the model's fused head
-  // (policy.fused_lm_head_loss: no logits; CausalLM::forward_loss_sum).
+  // (policy.fused_lm_head_loss: no logits; CausalLM::forward_token_losses).
   void set_fused_head(bool fused) { fused_head_ = fused; }
 
   train::StepCounts begin(const dist::DeviceMesh& mesh, const std::vector<train::MicroBatch>& batches) override;
@@ -25,7 +25,7 @@ class DpoObjective : public train::StepObjective {
   bool fuses_head_loss() const override { return fused_head_; }
   // The log-probs are the negated losses of the positions.
   at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
-                                      const at::Tensor& loss_sum, const train::MicroBatch& piece) override;
+                                      const train::MicroBatch& piece) override;
 
  private:
   // The piece's loss from the policy's log-probs of its labels [rows, positions].

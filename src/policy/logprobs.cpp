@@ -92,7 +92,7 @@ at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh
   at::Tensor aligned;
   if (fused_head) {
     const at::Tensor labels = piece.labels.masked_fill(piece.labels.lt(0), loss::kIgnoreIndex);
-    aligned = model.model->forward_loss_sum(piece.input_ids, piece.position_ids, piece.document_ids, labels)
+    aligned = model.model->forward_token_losses(piece.input_ids, piece.position_ids, piece.document_ids, labels)
                   .token_losses.neg();
   } else {
     const at::Tensor logits = model.model->forward_logits(piece.input_ids, piece.position_ids, piece.document_ids);

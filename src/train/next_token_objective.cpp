@@ -45,8 +45,9 @@ at::Tensor NextTokenObjective::micro_batch_loss(const ShardedModel& model, const
   return ls.sum / static_cast<double>(std::max<int64_t>(valid_, 1));
 }
 
-at::Tensor NextTokenObjective::micro_batch_loss_of_head(const dist::DeviceMesh&, const at::Tensor&,
-                                                        const at::Tensor& loss_sum, const MicroBatch&) {
+at::Tensor NextTokenObjective::micro_batch_loss_of_head(const dist::DeviceMesh&, const at::Tensor& token_losses,
+                                                        const MicroBatch&) {
+  const at::Tensor loss_sum = token_losses.sum();
   sums().add("loss", loss_sum.detach().to(at::kDouble).item<double>());
   return loss_sum / static_cast<double>(std::max<int64_t>(valid_, 1));
 }

@@ -12,7 +12,7 @@ namespace tessel::train {
 class NextTokenObjective : public StepObjective {
  public:
   // The model's head computes the cross-entropy sum itself
-  // (policy.fused_lm_head_loss: no logits; CausalLM::forward_loss_sum).
+  // (policy.fused_lm_head_loss: no logits; CausalLM::forward_token_losses).
   void set_fused_head(bool fused) { fused_head_ = fused; }
 
   StepCounts begin(const dist::DeviceMesh& mesh, const std::vector<MicroBatch>& batches) override;
@@ -20,7 +20,7 @@ class NextTokenObjective : public StepObjective {
                               const MicroBatch& piece) override;
   bool fuses_head_loss() const override { return fused_head_; }
   at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
-                                      const at::Tensor& loss_sum, const MicroBatch& piece) override;
+                                      const MicroBatch& piece) override;
   // {"loss": the sum of every piece's cross-entropy / the global valid count
   // (0 for a batch without targets)}.
   Metrics finish(const Metrics& global_sums) override;

@@ -17,8 +17,7 @@ void MetricSums::add(const std::string& name, double value) {
   sums_.emplace_back(name, value);
 }
 
-at::Tensor StepObjective::micro_batch_loss_of_head(const dist::DeviceMesh&, const at::Tensor&, const at::Tensor&,
-                                                   const MicroBatch&) {
+at::Tensor StepObjective::micro_batch_loss_of_head(const dist::DeviceMesh&, const at::Tensor&, const MicroBatch&) {
   throw Error("this objective takes the model's logits, not a fused head's losses (fuses_head_loss is false)");
 }
 

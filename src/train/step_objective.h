@@ -63,14 +63,14 @@ class StepObjective {
                                       const at::Tensor& logits, const MicroBatch& piece) = 0;
   // True when the step should ask the model for the next-token
   // cross-entropy at each position of piece.labels instead of the logits
-  // (CausalLM::forward_loss_sum, policy.fused_lm_head_loss) and pass it to
-  // micro_batch_loss_of_head.
+  // (CausalLM::forward_token_losses, policy.fused_lm_head_loss) and pass
+  // them to micro_batch_loss_of_head.
   virtual bool fuses_head_loss() const { return false; }
-  // As micro_batch_loss, from those losses: `token_losses` [rows, positions]
+  // As micro_batch_loss, from those losses, `token_losses` [rows, positions]
   // (0 where there is no label; the negated log-probabilities of the
-  // labels) and `loss_sum`, their sum. Only called when fuses_head_loss().
+  // labels). Only called when fuses_head_loss().
   virtual at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
-                                              const at::Tensor& loss_sum, const MicroBatch& piece);
+                                              const MicroBatch& piece);
   // The step's metrics ("loss" first) from the sums of every rank's
   // contributions (the step reduces them over dp_cp in one collective, with
   // its own). By default the sums themselves: contributions already divided
