@@ -12,7 +12,13 @@
 # RECIPE=dpo: DPO instead (the policy's and the reference's log-probs from
 # the fused head) on MB preference pairs per step of generated text, each
 # row a 600-byte prompt and a 1200-byte response (byte-level tokens).
-# Usage: bench/run_fused_head_loss.sh [build-dir]   env: SEQ=2048 MB=1 STEPS=3 PAIRS=2 THREADS=2 RECIPE=sft
+# RECIPE=grpo: GRPO instead (the previous, reference and training log-probs
+# from the fused head at the sampling temperature 0.7): one demo prompt, MB
+# rollouts per step decoded to SEQ tokens (a random model rarely stops),
+# one micro batch of them; step_time_s then includes the decoding. A random
+# model earns no reward (loss 0): the JSON adds the log-probs' agreement
+# with the sampler's (token_mult_prob_error) and approx_entropy per step.
+# Usage: bench/run_fused_head_loss.sh [build-dir]   env: SEQ=2048 MB=1 STEPS=3 PAIRS=2 THREADS=2 RECIPE=sft (or dpo, grpo)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build/ci}
@@ -46,7 +52,12 @@ for ((i = 0; i < 2 * pairs; i++)); do
           "policy.train_global_batch_size=$mb" "policy.train_micro_batch_size=$mb" policy.precision=float32
           '~data.validation' checkpointing.enabled=false "policy.fused_lm_head_loss=$fused"
           +logger.rank_metrics_period=1 "logger.log_dir=$log" --no-print-config)
-  if [[ $recipe == dpo ]]; then
+  if [[ $recipe == grpo ]]; then
+    run=(grpo "$root/examples/configs/grpo.yaml" data.train.dataset_name=demo_sft grpo.num_prompts_per_step=1
+         "grpo.num_generations_per_prompt=$mb" "grpo.max_num_steps=$steps" grpo.val_period=0 grpo.val_at_start=false
+         grpo.val_at_end=false loss_fn.reference_policy_kl_penalty=0.01 policy.generation.temperature=0.7
+         "policy.generation.max_new_tokens=$((seq - 32))" policy.logprob_batch_size=0 --nproc 1)
+  elif [[ $recipe == dpo ]]; then
     run=(dpo "$root/examples/configs/dpo.yaml" "data.train.dataset_name=$work/pairs.jsonl" dpo.max_num_epochs=10
          "dpo.max_num_steps=$steps" dpo.val_period=0 dpo.val_at_start=false dpo.val_at_end=false --nproc 1)
   else
@@ -66,7 +77,11 @@ print(json.dumps({
     "fused_lm_head_loss": sys.argv[2] == "true",
     "peak_rss_mib": round(max(r.get("peak_rss_bytes_max", 0) for r in train) / 2**20, 1),
     "step_time_s": round(statistics.mean(r["step_time_s"] for r in timed), 3),
-    "loss_each": [round(r["loss"], 6) for r in train]}))
+    "loss_each": [round(r["loss"], 6) for r in train],
+    # GRPO's log-probs checked against the sampler's own (1 = equal) and
+    # their mean entropy estimate: the two runs must agree.
+    **({k + "_each": [round(r[k], 6) for r in train] for k in ("token_mult_prob_error", "approx_entropy")}
+       if sys.argv[5] == "grpo" else {})}))
 PY
 done
 echo "logs: $work" >&2

@@ -119,9 +119,17 @@ CausalLMOutput CausalLM::forward_with_router_logits(const at::Tensor& input_ids,
 }
 
 CausalLMOutput CausalLM::forward_token_losses(const at::Tensor& input_ids, const at::Tensor& position_ids,
-                                              const at::Tensor& document_ids, const at::Tensor& labels) {
+                                              const at::Tensor& document_ids, const at::Tensor& labels,
+                                              double temperature) {
   TESSEL_CHECK(labels.defined() && labels.sizes() == input_ids.sizes(),
                "forward_token_losses: labels must have the shape of input_ids");
+  // Set for this call only; restored however the call ends.
+  struct TemperatureScope {
+    nn::Linear& head;
+    double before;
+    ~TemperatureScope() { head.set_loss_temperature(before); }
+  } scope{*lm_head_, lm_head_->loss_temperature()};
+  lm_head_->set_loss_temperature(temperature);
   nn::Tensors out = call({input_ids, position_ids, document_ids, labels});
   TESSEL_CHECK(!out.empty(), "model returned no outputs, expected the positions' losses first");
   return CausalLMOutput{at::Tensor(), nn::Tensors(out.begin() + 1, out.end()), out[0]};

@@ -123,8 +123,11 @@ class CausalLM : public nn::Module {
   // nn::kIgnoredLabel where none) in place of the logits, which never exist
   // (nn/linear_cross_entropy.h; policy.fused_lm_head_loss). The whole
   // vocabulary must be on this rank (no tensor-parallel lm_head).
+  // `temperature` divides the (capped) logits first: a policy's negated
+  // log-probs at its sampling temperature.
   CausalLMOutput forward_token_losses(const at::Tensor& input_ids, const at::Tensor& position_ids,
-                                      const at::Tensor& document_ids, const at::Tensor& labels);
+                                      const at::Tensor& document_ids, const at::Tensor& labels,
+                                      double temperature = 1.0);
   // The logits of final hidden states [..., hidden] (the decoder model's
   // output, after the final norm): lm_head through its hooks, then
   // final_logit_softcapping. forward() ends with it; decoding

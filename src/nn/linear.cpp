@@ -43,7 +43,7 @@ Tensors Linear::forward(const Tensors& inputs) {
                inputs[0].size(-1), w.size(0), w.size(1));
   if (inputs.size() == 1) return {linear_product(inputs[0], w, bias())};
   TESSEL_CHECK(!bias().defined(), "Linear {}: the cross-entropy form takes a head without bias", path());
-  return {linear_cross_entropy_rows(inputs[0], w, inputs[1], kIgnoredLabel, loss_softcap_)};
+  return {linear_cross_entropy_rows(inputs[0], w, inputs[1], kIgnoredLabel, loss_softcap_, loss_temperature_)};
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,

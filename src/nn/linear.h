@@ -34,11 +34,17 @@ class Linear : public Module {
   // The cap the loss form applies to the logits (CausalLM's
   // final_logit_softcapping); none by default.
   void set_loss_softcap(std::optional<double> cap) { loss_softcap_ = cap; }
+  // The temperature the loss form divides the (capped) logits by: 1 unless
+  // a caller sets it around a call (CausalLM::forward_token_losses, for a
+  // policy's log-probs at its sampling temperature). Not a tensor input:
+  // FSDP's mixed precision casts floating inputs to the compute dtype.
+  void set_loss_temperature(double temperature) { loss_temperature_ = temperature; }
+  double loss_temperature() const { return loss_temperature_; }
 
  protected:
   // {x [..., in]} -> {y [..., out]}; or, as a language-model head's loss
   // (CausalLM::forward_token_losses), {x [..., in], labels [...] int64} -> {the
-  // cross-entropy of softcap(x · wᵀ) at each position, 0 where the label is
+  // cross-entropy of softcap(x · wᵀ) / temperature at each position, 0 where the label is
   // kIgnoredLabel}, without the logits (nn/linear_cross_entropy.h; no bias).
   Tensors forward(const Tensors& inputs) override;
 
@@ -47,6 +53,7 @@ class Linear : public Module {
   std::shared_ptr<Module> owner_;
   std::string owner_param_;
   std::optional<double> loss_softcap_;
+  double loss_temperature_ = 1.0;
 };
 
 class Embedding : public Module {

@@ -1,5 +1,5 @@
 // The language-model head and its cross-entropy in one: per row with a
-// target lse(z_i) - z_i[label_i] (or their sum), z = softcap(hidden · weightᵀ), without
+// target lse(z_i) - z_i[label_i] (or their sum), z = softcap(hidden · weightᵀ) / T, without
 // the [tokens, vocabulary] logits ever existing. Both passes walk the
 // vocabulary a block of columns at a time ([tokens, block] floats, at most
 // about kBlockBytes): forward keeps a running log-sum-exp per row and the
@@ -40,16 +40,18 @@ inline constexpr int64_t kLinearCrossEntropyBlockBytes = int64_t{64} << 20;
 // differentiable with respect to hidden and weight under any upstream
 // gradient: the negated log-probabilities a policy objective reads (DPO).
 // `softcap`: z = tanh(x / cap) * cap on the logits x (Gemma's
-// final_logit_softcapping). `block_columns` 0: as many as fit
+// final_logit_softcapping). `temperature` T > 0 divides the capped logits
+// (a policy's log-probs at its sampling temperature, policy/token_logprobs.h
+// on the logits). `block_columns` 0: as many as fit
 // kLinearCrossEntropyBlockBytes (tests pass small ones). tessel::Error for
 // shapes that do not match or a label outside the vocabulary.
 at::Tensor linear_cross_entropy_rows(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
                                      int64_t ignore_index, std::optional<double> softcap = std::nullopt,
-                                     int64_t block_columns = 0);
+                                     double temperature = 1.0, int64_t block_columns = 0);
 
 // Their sum over the positions (SFT's loss sum).
 at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
                                     int64_t ignore_index, std::optional<double> softcap = std::nullopt,
-                                    int64_t block_columns = 0);
+                                    double temperature = 1.0, int64_t block_columns = 0);
 
 }  // namespace tessel::nn

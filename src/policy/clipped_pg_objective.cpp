@@ -15,8 +15,18 @@ train::StepCounts ClippedPGObjective::begin(const dist::DeviceMesh& mesh,
 
 at::Tensor ClippedPGObjective::micro_batch_loss(const train::ShardedModel& model, const dist::DeviceMesh& mesh,
                                                const at::Tensor& logits, const train::MicroBatch& piece) {
+  return loss_of_logprobs(mesh, aligned_logprobs(model, logits, piece.labels, temperature_), piece);
+}
+
+at::Tensor ClippedPGObjective::micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
+                                                       const train::MicroBatch& piece) {
+  return loss_of_logprobs(mesh, token_losses.neg(), piece);
+}
+
+at::Tensor ClippedPGObjective::loss_of_logprobs(const dist::DeviceMesh& mesh, const at::Tensor& logprobs,
+                                               const train::MicroBatch& piece) {
   ClippedPGInputs in;
-  in.curr_logprobs = aligned_logprobs(model, logits, piece.labels, temperature_);
+  in.curr_logprobs = logprobs;
   in.prev_logprobs = token_value(piece, kPrevLogprobs);
   in.generation_logprobs = token_value(piece, kGenerationLogprobs);
   in.advantages = token_value(piece, kAdvantages);

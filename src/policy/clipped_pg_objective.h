@@ -7,7 +7,8 @@
 // valid tokens and sequences over dp before any forward; the current
 // log-probs come from the logits (divided by the generation temperature, as
 // the sampler saw them) through policy/token_logprobs.h, vocab-parallel under
-// tensor parallelism.
+// tensor parallelism; or, with the fused head (policy.fused_lm_head_loss),
+// from the head's per-position losses at that temperature, no logits made.
 #pragma once
 
 #include "policy/clipped_pg_loss.h"
@@ -23,10 +24,19 @@ class ClippedPGObjective : public train::StepObjective {
   train::StepCounts begin(const dist::DeviceMesh& mesh, const std::vector<train::MicroBatch>& batches) override;
   at::Tensor micro_batch_loss(const train::ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& logits,
                               const train::MicroBatch& piece) override;
+  void set_fused_head(bool fused) { fused_head_ = fused; }
+  bool fuses_head_loss() const override { return fused_head_; }
+  at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
+                                      const train::MicroBatch& piece) override;
+  double head_loss_temperature() const override { return temperature_; }
 
  private:
+  // The loss from the current log-probs [B, T] aligned with piece.labels.
+  at::Tensor loss_of_logprobs(const dist::DeviceMesh& mesh, const at::Tensor& logprobs, const train::MicroBatch& piece);
+
   ClippedPGOptions options_;
   double temperature_;
+  bool fused_head_ = false;
   GlobalCounts global_;
 };
 

@@ -100,7 +100,7 @@ std::vector<train::MicroBatch> rollout_micro_batches(const Rollouts& rollouts, i
 
 void add_policy_logprobs(std::vector<train::MicroBatch>& batches, train::ShardedModel& model,
                          const dist::DeviceMesh& mesh, ReferencePolicy* reference, double temperature,
-                         int64_t logprob_batch_size) {
+                         int64_t logprob_batch_size, bool fused_head) {
   // get_logprobs of a batch's rows, logprob_batch_size rows per forward.
   auto logprobs_of = [&](const train::MicroBatch& mb) {
     const at::Tensor lengths = mb.attention_mask.sum(1);
@@ -108,7 +108,8 @@ void add_policy_logprobs(std::vector<train::MicroBatch>& batches, train::Sharded
     std::vector<at::Tensor> parts;
     for (int64_t r = 0; r < rows; r += step) {
       const int64_t n = std::min(step, rows - r);
-      parts.push_back(get_logprobs(model, mesh, mb.input_ids.narrow(0, r, n), lengths.narrow(0, r, n), temperature));
+      parts.push_back(
+          get_logprobs(model, mesh, mb.input_ids.narrow(0, r, n), lengths.narrow(0, r, n), temperature, fused_head));
     }
     return logprobs_aligned_with_labels(at::cat(parts, 0));
   };
@@ -135,6 +136,8 @@ GrpoRecipe::GrpoRecipe(train::TrainOptions options, GrpoOptions grpo, ClippedPGO
 }
 
 void GrpoRecipe::setup(train::ShardedModel& model, const dist::DeviceMesh& mesh) {
+  train::check_fused_head_fits(options_.fused_lm_head_loss, model);
+  objective_.set_fused_head(options_.fused_lm_head_loss);
   const int64_t vocab = model.model->config().vocab_size;
   tokenizer_ = data::load_tokenizer(options_.tokenizer, vocab);
   for (int64_t id : grpo_.stop_token_ids) {
@@ -253,7 +256,8 @@ std::vector<train::MicroBatch> GrpoRecipe::next_step(train::ShardedModel& model,
   const int64_t dp = mesh.layout().dp_size(), per_rank = options_.global_batch_size / dp;
   std::vector<train::MicroBatch> batches = rollout_micro_batches(
       rollouts_, mesh.coordinate("dp") * per_rank, per_rank, options_.micro_batch_size, options_.seq_len_divisible_by);
-  add_policy_logprobs(batches, model, mesh, reference_.get(), grpo_.sampling.temperature, grpo_.logprob_batch_size);
+  add_policy_logprobs(batches, model, mesh, reference_.get(), grpo_.sampling.temperature, grpo_.logprob_batch_size,
+                      options_.fused_lm_head_loss);
   const double logprobs_s = seconds_since(t1);
 
   std::vector<double> abs_advantages, lengths;

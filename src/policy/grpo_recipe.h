@@ -69,9 +69,11 @@ std::vector<train::MicroBatch> rollout_micro_batches(const Rollouts& rollouts, i
 // Fills each batch's previous log-probs from `model` and, with a reference,
 // the reference's (one swap for all of them); without one, zeros (the KL
 // term is off). logprob_batch_size rows per forward (0: a batch at a time).
+// `fused_head`: through the fused head, as the policy then trains
+// (policy/logprobs.h).
 void add_policy_logprobs(std::vector<train::MicroBatch>& batches, train::ShardedModel& model,
                          const dist::DeviceMesh& mesh, ReferencePolicy* reference, double temperature,
-                         int64_t logprob_batch_size);
+                         int64_t logprob_batch_size, bool fused_head = false);
 
 class GrpoRecipe : public train::Recipe {
  public:

@@ -73,8 +73,6 @@ at::Tensor aligned_logprobs(const train::ShardedModel& model, const at::Tensor& 
 
 at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& input_ids,
                         const at::Tensor& input_lengths, double temperature, bool fused_head) {
-  TESSEL_CHECK(!fused_head || temperature == 1.0, "get_logprobs: the fused head computes at temperature 1, got {}",
-               temperature);
   at::NoGradGuard no_grad;
   const int cp = mesh.size("cp"), tp = mesh.size("tp");
   // Rows padded to whole load-balanced chunks (2·cp of them) each divisible
@@ -92,8 +90,9 @@ at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh
   at::Tensor aligned;
   if (fused_head) {
     const at::Tensor labels = piece.labels.masked_fill(piece.labels.lt(0), loss::kIgnoreIndex);
-    aligned = model.model->forward_token_losses(piece.input_ids, piece.position_ids, piece.document_ids, labels)
-                  .token_losses.neg();
+    aligned =
+        model.model->forward_token_losses(piece.input_ids, piece.position_ids, piece.document_ids, labels, temperature)
+            .token_losses.neg();
   } else {
     const at::Tensor logits = model.model->forward_logits(piece.input_ids, piece.position_ids, piece.document_ids);
     aligned = aligned_logprobs(model, logits, piece.labels, temperature);

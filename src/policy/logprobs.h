@@ -41,9 +41,10 @@ at::Tensor aligned_logprobs(const train::ShardedModel& model, const at::Tensor& 
 // Collective over the mesh: the tp and cp ranks of one dp rank pass the same
 // rows; different dp ranks may pass different rows (and batch sizes). No
 // gradients are recorded. temperature > 0. `fused_head`: from the fused head
-// (CausalLM::forward_token_losses; temperature 1, no tensor parallelism), the
-// arithmetic a fused-head policy trains with, so that a policy equal to its
-// reference gets exactly its log-probs; no logits.
+// (CausalLM::forward_token_losses; no tensor parallelism), the arithmetic a
+// fused-head policy trains with, so that a policy equal to its reference (or
+// GRPO's policy at its first update, to the previous log-probs) gets exactly
+// its log-probs; no logits.
 at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& input_ids,
                         const at::Tensor& input_lengths, double temperature = 1.0, bool fused_head = false);
 

@@ -78,10 +78,10 @@ void ReferencePolicy::with_reference_weights(train::ShardedModel& model, const d
 
 at::Tensor get_reference_policy_logprobs(ReferencePolicy& reference, train::ShardedModel& model,
                                          const dist::DeviceMesh& mesh, const at::Tensor& input_ids,
-                                         const at::Tensor& input_lengths, double temperature) {
+                                         const at::Tensor& input_lengths, double temperature, bool fused_head) {
   at::Tensor out;
-  reference.with_reference_weights(model, mesh,
-                                   [&] { out = get_logprobs(model, mesh, input_ids, input_lengths, temperature); });
+  reference.with_reference_weights(
+      model, mesh, [&] { out = get_logprobs(model, mesh, input_ids, input_lengths, temperature, fused_head); });
   return out;
 }
 

@@ -57,6 +57,7 @@ class ReferencePolicy {
 // reference weights.
 at::Tensor get_reference_policy_logprobs(ReferencePolicy& reference, train::ShardedModel& model,
                                          const dist::DeviceMesh& mesh, const at::Tensor& input_ids,
-                                         const at::Tensor& input_lengths, double temperature = 1.0);
+                                         const at::Tensor& input_lengths, double temperature = 1.0,
+                                         bool fused_head = false);
 
 }  // namespace tessel::policy

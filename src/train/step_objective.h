@@ -71,6 +71,9 @@ class StepObjective {
   // labels). Only called when fuses_head_loss().
   virtual at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
                                               const MicroBatch& piece);
+  // The temperature those losses are taken at (the logits divided by it
+  // first): 1, or a policy's sampling temperature.
+  virtual double head_loss_temperature() const { return 1.0; }
   // The step's metrics ("loss" first) from the sums of every rank's
   // contributions (the step reduces them over dp_cp in one collective, with
   // its own). By default the sums themselves: contributions already divided

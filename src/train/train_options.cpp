@@ -317,11 +317,6 @@ TrainOptions train_options_from(const Config& c, const AlgorithmSection& algorit
       c.get_or<bool>("policy.dtensor_cfg.activation_checkpointing", false);
   o.reshard_after_forward = reshard_from(c);
   o.fused_lm_head_loss = c.get_or<bool>("policy.fused_lm_head_loss", false);
-  if (o.fused_lm_head_loss && a != "sft" && a != "dpo") {
-    throw UsageError(fmt::format("policy.fused_lm_head_loss=true is for SFT's cross-entropy and DPO's log-probs; "
-                                 "{}'s loss needs the logits (sampling temperature, entropy): remove it",
-                                 a));
-  }
   o.packing = packing_from(c, o);
   reject_dynamic_batching(c);
 

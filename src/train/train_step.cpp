@@ -71,7 +71,8 @@ PieceLoss piece_loss(ShardedModel& model, const dist::DeviceMesh& mesh, StepObje
                      const MicroBatch& mb) {
   if (objective.fuses_head_loss()) {
     models::CausalLMOutput out =
-        model.model->forward_token_losses(mb.input_ids, mb.position_ids, mb.document_ids, mb.labels);
+        model.model->forward_token_losses(mb.input_ids, mb.position_ids, mb.document_ids, mb.labels,
+                                          objective.head_loss_temperature());
     return {objective.micro_batch_loss_of_head(mesh, out.token_losses, mb), std::move(out.router_logits)};
   }
   models::CausalLMOutput out = model.model->forward_with_router_logits(mb.input_ids, mb.position_ids, mb.document_ids);

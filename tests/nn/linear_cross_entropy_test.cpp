@@ -1,12 +1,15 @@
 // The fused head + cross-entropy against the same sum written with ATen's
 // autograd ops on the whole logits (log_softmax and a gather), in float64:
 // the loss and both gradients, over odd sizes, ignored rows, Gemma's
-// softcap, one block and many, and float32 against float64.
+// softcap, a policy's sampling temperature, one block and many, and float32
+// against float64.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "nn/linear_cross_entropy.h"
@@ -41,7 +44,7 @@ Sums fused(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor&
            int64_t block) {
   at::Tensor h = hidden.detach().clone().set_requires_grad(true);
   at::Tensor w = weight.detach().clone().set_requires_grad(true);
-  const at::Tensor loss = linear_cross_entropy_sum(h, w, labels, kIgnore, cap, block);
+  const at::Tensor loss = linear_cross_entropy_sum(h, w, labels, kIgnore, cap, 1.0, block);
   loss.backward();
   return {loss.detach(), h.grad(), w.grad()};
 }
@@ -77,9 +80,12 @@ TEST(LinearCrossEntropy, EqualsTheSumOverTheWholeLogitsInFloat64) {
   }
 }
 
-// Per position (what DPO reads as negated log-probabilities), under an
-// upstream gradient that differs from row to row: each row against
-// -log_softmax(...)[label] by autograd, 0 on ignored rows, both gradients.
+// Per position (what DPO and GRPO read as negated log-probabilities), under
+// an upstream gradient that differs from row to row: each row against
+// -log_softmax(cap(h · wᵀ) / T)[label] by autograd, 0 on ignored rows, both
+// gradients, at temperature 1 and at a sampling temperature (0.7), with and
+// without the cap (the cap comes first, as CausalLM applies it to the logits
+// a sampler divides).
 TEST(LinearCrossEntropy, PerRowLossesUnderPerRowGradients) {
   at::manual_seed(4);
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
@@ -89,10 +95,12 @@ TEST(LinearCrossEntropy, PerRowLossesUnderPerRowGradients) {
   labels.index_put_({1, 2}, kIgnore);
   labels.index_put_({2, 4}, kIgnore);
   const at::Tensor upstream = at::randn({3, 5}, f64);
-  for (const std::optional<double> cap : {std::optional<double>{}, std::optional<double>{1.5}}) {
+  for (const auto& [cap, temperature] : std::vector<std::pair<std::optional<double>, double>>{
+           {std::nullopt, 1.0}, {1.5, 1.0}, {std::nullopt, 0.7}, {1.5, 0.7}}) {
     at::Tensor h = hidden.clone().set_requires_grad(true), w = weight.clone().set_requires_grad(true);
     at::Tensor logits = at::matmul(h, w.t());
     if (cap) logits = at::tanh(logits / *cap) * *cap;
+    logits = logits / temperature;
     const at::Tensor valid = labels.ne(kIgnore);
     const at::Tensor want = -at::log_softmax(logits, -1)
                                  .gather(-1, at::where(valid, labels, at::zeros_like(labels)).unsqueeze(-1))
@@ -100,9 +108,10 @@ TEST(LinearCrossEntropy, PerRowLossesUnderPerRowGradients) {
                             valid.to(at::kDouble);
     (want * upstream).sum().backward();
     for (const int64_t block : {1, 7, 0}) {
-      const std::string what = "block " + std::to_string(block) + (cap ? ", softcap 1.5" : "");
+      const std::string what = "block " + std::to_string(block) + (cap ? ", softcap 1.5" : "") + ", temperature " +
+                               std::to_string(temperature);
       at::Tensor fh = hidden.clone().set_requires_grad(true), fw = weight.clone().set_requires_grad(true);
-      const at::Tensor got = linear_cross_entropy_rows(fh, fw, labels, kIgnore, cap, block);
+      const at::Tensor got = linear_cross_entropy_rows(fh, fw, labels, kIgnore, cap, temperature, block);
       EXPECT_EQ(got.sizes(), labels.sizes()) << what;
       (got * upstream).sum().backward();
       expect_close(got.detach(), want.detach(), 1e-12, what + ": rows");
@@ -121,7 +130,7 @@ TEST(LinearCrossEntropy, Float32IsFloat64RoundedAndTheScaleOfTheUpstreamGradient
   const Sums want = reference(hidden, weight, labels, std::nullopt);
   at::Tensor h = hidden.to(at::kFloat).set_requires_grad(true);
   at::Tensor w = weight.to(at::kFloat).set_requires_grad(true);
-  const at::Tensor loss = linear_cross_entropy_sum(h, w, labels, kIgnore, std::nullopt, 16);
+  const at::Tensor loss = linear_cross_entropy_sum(h, w, labels, kIgnore, std::nullopt, 1.0, 16);
   EXPECT_EQ(loss.scalar_type(), at::kFloat);
   (loss * 0.25).backward();  // as the objective divides by the global count
   expect_close(loss, want.loss, 1e-5, "float32 loss");
@@ -154,6 +163,7 @@ TEST(LinearCrossEntropy, RefusesLabelsOutsideTheVocabularyAndShapesThatDoNotMatc
   EXPECT_THROW(linear_cross_entropy_sum(h, w, at::tensor({0, 1}, at::kLong), kIgnore), Error);
   EXPECT_THROW(linear_cross_entropy_sum(h, at::randn({5, 3}), at::tensor({0, 1, 2}, at::kLong), kIgnore), Error);
   EXPECT_THROW(linear_cross_entropy_sum(h, w, at::tensor({0, 1, 2}, at::kLong), kIgnore, -1.0), Error);
+  EXPECT_THROW(linear_cross_entropy_sum(h, w, at::tensor({0, 1, 2}, at::kLong), kIgnore, std::nullopt, 0.0), Error);
   std::string message;
   try {
     linear_cross_entropy_sum(h, w, at::tensor({0, 7, 1}, at::kLong), kIgnore);

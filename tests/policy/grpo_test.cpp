@@ -226,8 +226,6 @@ TEST(GrpoKeys, EveryKeyIsReadOrRefused) {
            {"+env.math.num_workers=2"},
            {"+grpo.num_generations=4"},
            {"+policy.generation.top_a=1"},
-           // Its loss needs the logits (temperature, entropy): no fused head.
-           {"+policy.fused_lm_head_loss=true"},
        }) {
     EXPECT_THROW(options_of(grpo_config(bad)), UsageError) << bad[0];
   }

@@ -77,7 +77,10 @@ config::Config policy_recipe(const std::string& preset, const testing::Layout& l
 }
 
 // GRPO's update on fixed rollouts: 5 rollout batches x 2 optimizer steps.
-PolicyRun run_clipped_pg(const std::string& preset, const testing::Layout& layout, const ClippedPGOptions& loss) {
+// `fused_head`: the log-probs, previous and reference ones included, from the
+// fused head (policy.fused_lm_head_loss) at the sampling temperature.
+PolicyRun run_clipped_pg(const std::string& preset, const testing::Layout& layout, const ClippedPGOptions& loss,
+                         bool fused_head = false) {
   const config::Config c = policy_recipe(preset, layout);
   const train::TrainOptions options = train::train_options_from(c);
   const dist::DeviceMesh mesh = layout.mesh();
@@ -85,14 +88,16 @@ PolicyRun run_clipped_pg(const std::string& preset, const testing::Layout& layou
   ReferencePolicy reference(model);
   optim::AdamW optimizer(model.params, options.adamw);
   ClippedPGObjective objective(loss, kTemperature);
+  objective.set_fused_head(fused_head);
   const int64_t dp = mesh.layout().dp_size(), per_rank = kRows / dp, first = mesh.coordinate("dp") * per_rank;
   std::vector<train::StepResult> steps;
   for (int b = 0; steps.size() < kSteps; ++b) {
     const Rollouts all = rollouts(b, model.model->config().vocab_size);
     const at::Tensor ids = all.ids.narrow(0, first, per_rank), lengths = all.lengths.narrow(0, first, per_rank);
-    const at::Tensor prev = logprobs_aligned_with_labels(get_logprobs(model, mesh, ids, lengths, kTemperature));
-    const at::Tensor ref =
-        logprobs_aligned_with_labels(get_reference_policy_logprobs(reference, model, mesh, ids, lengths, kTemperature));
+    const at::Tensor prev =
+        logprobs_aligned_with_labels(get_logprobs(model, mesh, ids, lengths, kTemperature, fused_head));
+    const at::Tensor ref = logprobs_aligned_with_labels(
+        get_reference_policy_logprobs(reference, model, mesh, ids, lengths, kTemperature, fused_head));
     const at::Tensor targets = next_token_targets(ids, lengths);
     // The response: tokens from the prompt's end to the row's end (aligned: position t is token t + 1).
     const at::Tensor next = at::arange(1, kSeq + 1, at::kLong).unsqueeze(0);
@@ -234,6 +239,21 @@ TEST_F(PolicyTrainingParity, DpoWithTheFusedHead) {
       expect_same(run_dpo(preset, layout, fused), ref, preset + " fused at " + layout.name);
     }
   }
+}
+
+// GRPO's log-probs from the fused head at the sampling temperature (0.9)
+// train as the logits' do: one process and the layouts that keep the whole
+// vocabulary on a rank; tied embeddings at one process.
+TEST_F(PolicyTrainingParity, ClippedPolicyGradientWithTheFusedHead) {
+  const ClippedPGOptions loss = grpo_token_level();
+  const PolicyRun ref = run_clipped_pg("tiny-llama", testing::one_process(), loss);
+  expect_same(run_clipped_pg("tiny-llama", testing::one_process(), loss, true), ref, "fused at one process");
+  for (const auto& layout : testing::dense_layouts()) {
+    if (layout.tp > 1) continue;  // refused: the head's vocabulary is split
+    expect_same(run_clipped_pg("tiny-llama", layout, loss, true), ref, "fused at " + layout.name);
+  }
+  expect_same(run_clipped_pg("tiny-qwen2", testing::one_process(), loss, true),
+              run_clipped_pg("tiny-qwen2", testing::one_process(), loss), "tied, fused at one process");
 }
 
 TEST_F(PolicyTrainingParity, DpoWithExperts) {
