@@ -12,7 +12,9 @@
 //     away from 1, so clipping bites); token-level with the dual clip, the
 //     KL term with the on-policy weight and importance sampling, and GSPO's
 //     sequence-level ratios and truncated weights (rows made whole over cp);
-//   - DPO (`tessel dpo`'s recipe) on fixed preference pairs.
+//   - DPO (`tessel dpo`'s recipe) on fixed preference pairs;
+// and both with the fused head (policy.fused_lm_head_loss) against the
+// unfused one-process run, on the layouts that keep the whole vocabulary.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -254,6 +256,22 @@ TEST_F(PolicyTrainingParity, ClippedPolicyGradientWithTheFusedHead) {
   }
   expect_same(run_clipped_pg("tiny-qwen2", testing::one_process(), loss, true),
               run_clipped_pg("tiny-qwen2", testing::one_process(), loss), "tied, fused at one process");
+}
+
+// The fused head on a mixture-of-experts model (the router logits come out
+// of forward_token_losses beside the positions' losses): DPO and the clipped
+// policy gradient at one process and with experts split over 2 ranks.
+TEST_F(PolicyTrainingParity, TheFusedHeadWithExperts) {
+  const PolicyRun dpo_ref = run_dpo("tiny-qwen3-moe", testing::one_process());
+  const PolicyRun pg_ref = run_clipped_pg("tiny-qwen3-moe", testing::one_process(), grpo_token_level());
+  std::vector<testing::Layout> layouts = {testing::one_process()};
+  for (const auto& layout : testing::expert_layouts()) layouts.push_back(layout);
+  for (const auto& layout : layouts) {
+    expect_same(run_dpo("tiny-qwen3-moe", layout, {"policy.fused_lm_head_loss=true"}), dpo_ref,
+                "dpo fused, moe at " + layout.name);
+    expect_same(run_clipped_pg("tiny-qwen3-moe", layout, grpo_token_level(), true), pg_ref,
+                "clipped pg fused, moe at " + layout.name);
+  }
 }
 
 TEST_F(PolicyTrainingParity, DpoWithExperts) {
