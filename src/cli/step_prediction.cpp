@@ -70,12 +70,19 @@ int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const Ste
   const int64_t layers = m.num_hidden_layers;
   const int64_t saved_layers = s.activation_checkpointing ? 1 : layers;
   const int64_t layer_inputs = s.activation_checkpointing ? layers * h : 0;
-  const int64_t logits = 3 * (m.vocab_size / tp);  // logits, probabilities, their gradient
-  // The loss works on fp32 logits; the fused head on one block of them at a
-  // time (its logits, their exponentials or gradient, a temporary).
-  const int64_t logit_bytes = s.fused_head_loss
-                                  ? 3 * std::min(tokens * m.vocab_size * 4, nn::kLinearCrossEntropyBlockBytes)
-                                  : tokens * logits * 4;
+  // The logits and their gradient, counted as float32 (the loss's
+  // probabilities exist a block at a time, loss/chunked_softmax.h; measured
+  // on a 152k vocabulary, docs/bench/fused_head_loss.md: 2.1x the float32
+  // logits per token in float32, 1.9x in bf16). The fused head keeps one
+  // block of them at a time (its logits, their exponentials or gradient, a
+  // temporary), never more than the unfused head would (where one block
+  // holds all the logits, the two hold about the same).
+  const int64_t unfused_logit_bytes = tokens * 2 * (m.vocab_size / tp) * 4;
+  const int64_t logit_bytes =
+      s.fused_head_loss
+          ? std::min(unfused_logit_bytes,
+                     3 * std::min(tokens * m.vocab_size * 4, nn::kLinearCrossEntropyBlockBytes))
+          : unfused_logit_bytes;
   return tokens * (saved_layers * per_token_layer + layer_inputs) * s.param_element_bytes + logit_bytes;
 }
 

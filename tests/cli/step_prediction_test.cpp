@@ -132,9 +132,9 @@ TEST(StepPrediction, ReductionsPackAndAddInMemoryOnTheRanksCores) {
 }
 
 TEST(StepPrediction, TheFusedHeadKeepsABlockOfLogitsNotAllOfThem) {
-  // Qwen2.5's vocabulary over 4 x 2048 tokens: 3 x 151936 x 4 B per token
-  // unfused (logits, probabilities, gradient); fused, three blocks of at
-  // most 64 MiB whatever the tokens.
+  // Qwen2.5's vocabulary over 4 x 2048 tokens: 2 x 151936 x 4 B per token
+  // unfused (the logits and their gradient); fused, three blocks of at most
+  // 64 MiB whatever the tokens.
   models::ModelConfig m = tiny_model();
   m.vocab_size = 151936;
   StepShape shape;
@@ -143,8 +143,9 @@ TEST(StepPrediction, TheFusedHeadKeepsABlockOfLogitsNotAllOfThem) {
   const int64_t unfused = activation_bytes(m, 1, 1, shape);
   shape.fused_head_loss = true;
   const int64_t fused = activation_bytes(m, 1, 1, shape);
-  EXPECT_EQ(unfused - fused, int64_t{8192} * 3 * 151936 * 4 - 3 * (int64_t{64} << 20));
-  // Fewer logits than a block: the block is all of them, the same bytes.
+  EXPECT_EQ(unfused - fused, int64_t{8192} * 2 * 151936 * 4 - 3 * (int64_t{64} << 20));
+  // Fewer logits than a block: the block is all of them, and the fused head
+  // is not counted above the unfused one.
   shape.micro_batch = 1;
   shape.seq_len = 16;
   const int64_t small_fused = activation_bytes(m, 1, 1, shape);
