@@ -96,9 +96,10 @@ struct LinearCrossEntropyFunction : torch::autograd::Function<LinearCrossEntropy
     const int64_t block = ctx->saved_data["block"].toInt();
     const bool want_hidden = ctx->needs_input_grad(0), want_weight = ctx->needs_input_grad(1);
     const int64_t rows = hidden.size(0), vocab = weight.size(0);
-    // d(row i's loss)/d z[i, j] = g_i * (softmax_ij - [j == label_i]) on valid rows.
+    // d(row i's loss)/d z[i, j] = g_i * (softmax_ij - [j == label_i]) on valid
+    // rows; through z = c / T, 1 / T more, carried by the per-row scale.
     const at::ScalarType acc = accumulate_type(hidden);
-    const at::Tensor scale = valid.to(acc).mul_(grads[0].to(acc)).unsqueeze(1);
+    const at::Tensor scale = valid.to(acc).mul_(grads[0].to(acc)).div_(temperature).unsqueeze(1);
     at::Tensor grad_hidden = want_hidden ? at::zeros({rows, hidden.size(1)}, hidden.options().dtype(acc))
                                          : at::Tensor();
     at::Tensor grad_weight = want_weight ? at::empty_like(weight) : at::Tensor();
@@ -109,9 +110,8 @@ struct LinearCrossEntropyFunction : torch::autograd::Function<LinearCrossEntropy
       const LabelsInBlock target = labels_in_block(label, valid, begin, count);
       d.scatter_add_(1, target.column, target.in_block.to(acc).neg_().unsqueeze(1));
       d.mul_(scale);
-      // Through the temperature (z = c / T) and the cap: d(cap * tanh(x /
-      // cap))/dx = 1 - tanh(x / cap)^2, where tanh(x / cap) = z * T / cap.
-      if (temperature != 1.0) d.div_(temperature);
+      // Through the cap: d(cap * tanh(x / cap))/dx = 1 - tanh(x / cap)^2,
+      // where tanh(x / cap) = z * T / cap.
       if (cap > 0) d.mul_(1.0 - (z * (temperature / cap)).square_());
       const at::Tensor d_in = d.to(hidden.scalar_type());
       if (want_weight) grad_weight.narrow(0, begin, count).copy_(product(d_in.t(), hidden));

@@ -24,8 +24,7 @@ class ClippedPGObjective : public train::StepObjective {
   train::StepCounts begin(const dist::DeviceMesh& mesh, const std::vector<train::MicroBatch>& batches) override;
   at::Tensor micro_batch_loss(const train::ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& logits,
                               const train::MicroBatch& piece) override;
-  void set_fused_head(bool fused) { fused_head_ = fused; }
-  bool fuses_head_loss() const override { return fused_head_; }
+  // The log-probs are the negated losses of the positions.
   at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
                                       const train::MicroBatch& piece) override;
   double head_loss_temperature() const override { return temperature_; }
@@ -36,7 +35,6 @@ class ClippedPGObjective : public train::StepObjective {
 
   ClippedPGOptions options_;
   double temperature_;
-  bool fused_head_ = false;
   GlobalCounts global_;
 };
 

@@ -15,14 +15,9 @@ class DpoObjective : public train::StepObjective {
  public:
   explicit DpoObjective(DpoOptions options) : options_(options) {}
 
-  // The policy's log-probs from the model's fused head
-  // (policy.fused_lm_head_loss: no logits; CausalLM::forward_token_losses).
-  void set_fused_head(bool fused) { fused_head_ = fused; }
-
   train::StepCounts begin(const dist::DeviceMesh& mesh, const std::vector<train::MicroBatch>& batches) override;
   at::Tensor micro_batch_loss(const train::ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& logits,
                               const train::MicroBatch& piece) override;
-  bool fuses_head_loss() const override { return fused_head_; }
   // The log-probs are the negated losses of the positions.
   at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
                                       const train::MicroBatch& piece) override;
@@ -33,7 +28,6 @@ class DpoObjective : public train::StepObjective {
 
   DpoOptions options_;
   double valid_sequences_ = 0;
-  bool fused_head_ = false;
 };
 
 }  // namespace tessel::policy

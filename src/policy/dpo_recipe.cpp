@@ -54,8 +54,7 @@ DpoRecipe::DpoRecipe(train::TrainOptions options, DpoOptions dpo)
     : options_(std::move(options)), dpo_(dpo), objective_(dpo) {}
 
 void DpoRecipe::setup(train::ShardedModel& model, const dist::DeviceMesh& mesh) {
-  train::check_fused_head_fits(options_.fused_lm_head_loss, model);
-  objective_.set_fused_head(options_.fused_lm_head_loss);
+  objective_.set_fused_head(options_.fused_lm_head_loss, model);
   const int64_t vocab = model.model->config().vocab_size;
   tokenizer_ = data::load_tokenizer(options_.tokenizer, vocab);
   train_pairs_.emplace(

@@ -136,8 +136,7 @@ GrpoRecipe::GrpoRecipe(train::TrainOptions options, GrpoOptions grpo, ClippedPGO
 }
 
 void GrpoRecipe::setup(train::ShardedModel& model, const dist::DeviceMesh& mesh) {
-  train::check_fused_head_fits(options_.fused_lm_head_loss, model);
-  objective_.set_fused_head(options_.fused_lm_head_loss);
+  objective_.set_fused_head(options_.fused_lm_head_loss, model);
   const int64_t vocab = model.model->config().vocab_size;
   tokenizer_ = data::load_tokenizer(options_.tokenizer, vocab);
   for (int64_t id : grpo_.stop_token_ids) {

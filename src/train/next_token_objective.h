@@ -11,14 +11,10 @@ namespace tessel::train {
 
 class NextTokenObjective : public StepObjective {
  public:
-  // The model's head computes the cross-entropy sum itself
-  // (policy.fused_lm_head_loss: no logits; CausalLM::forward_token_losses).
-  void set_fused_head(bool fused) { fused_head_ = fused; }
-
   StepCounts begin(const dist::DeviceMesh& mesh, const std::vector<MicroBatch>& batches) override;
   at::Tensor micro_batch_loss(const ShardedModel& model, const dist::DeviceMesh& mesh, const at::Tensor& logits,
                               const MicroBatch& piece) override;
-  bool fuses_head_loss() const override { return fused_head_; }
+  // The positions' losses summed and normalised as the logits' would be.
   at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
                                       const MicroBatch& piece) override;
   // {"loss": the sum of every piece's cross-entropy / the global valid count
@@ -27,7 +23,6 @@ class NextTokenObjective : public StepObjective {
 
  private:
   int64_t valid_ = 0;
-  bool fused_head_ = false;
 };
 
 }  // namespace tessel::train

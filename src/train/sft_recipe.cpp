@@ -125,8 +125,7 @@ ValidationBatches validation_batches(const TrainOptions& o, const dist::DeviceMe
 
 void SftRecipe::setup(ShardedModel& model, const dist::DeviceMesh& mesh) {
   const int64_t vocab = model.model->config().vocab_size;
-  check_fused_head_fits(options_.fused_lm_head_loss, model);
-  objective_.set_fused_head(options_.fused_lm_head_loss);
+  objective_.set_fused_head(options_.fused_lm_head_loss, model);
   tokenizer_ = tokenizer_for(options_, vocab);
   train_set_.emplace(load_split(options_.train_data, options_, tokenizer_.get(), vocab));
   // Without a tokenizer (synthetic data) padding is only rounding up to

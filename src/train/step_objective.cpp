@@ -17,17 +17,14 @@ void MetricSums::add(const std::string& name, double value) {
   sums_.emplace_back(name, value);
 }
 
-at::Tensor StepObjective::micro_batch_loss_of_head(const dist::DeviceMesh&, const at::Tensor&, const MicroBatch&) {
-  throw Error("this objective takes the model's logits, not a fused head's losses (fuses_head_loss is false)");
-}
-
-void check_fused_head_fits(bool fused_lm_head_loss, const ShardedModel& model) {
-  if (fused_lm_head_loss && model.tp_group && model.tp_group->size() > 1) {
+void StepObjective::set_fused_head(bool fused, const ShardedModel& model) {
+  if (fused && model.tp_group && model.tp_group->size() > 1) {
     throw UsageError(fmt::format("policy.fused_lm_head_loss=true needs the whole vocabulary on each rank, and "
                                  "tensor parallelism (tensor_parallel_size {}) splits lm_head's: set it to false "
                                  "(the vocab-parallel loss never gathers the logits either)",
                                  model.tp_group->size()));
   }
+  fused_head_ = fused;
 }
 
 Metrics MetricSums::take() {

@@ -61,16 +61,19 @@ class StepObjective {
   // metric contributions to sums().
   virtual at::Tensor micro_batch_loss(const ShardedModel& model, const dist::DeviceMesh& mesh,
                                       const at::Tensor& logits, const MicroBatch& piece) = 0;
-  // True when the step should ask the model for the next-token
-  // cross-entropy at each position of piece.labels instead of the logits
-  // (CausalLM::forward_token_losses, policy.fused_lm_head_loss) and pass
-  // them to micro_batch_loss_of_head.
-  virtual bool fuses_head_loss() const { return false; }
+  // policy.fused_lm_head_loss: when set, the step asks the model for the
+  // next-token cross-entropy at each position of piece.labels instead of
+  // the logits (CausalLM::forward_token_losses) and passes them to
+  // micro_batch_loss_of_head. The whole vocabulary must be on each rank:
+  // tessel::UsageError naming the setting when tensor parallelism splits
+  // `model`'s lm_head.
+  void set_fused_head(bool fused, const ShardedModel& model);
+  bool fuses_head_loss() const { return fused_head_; }
   // As micro_batch_loss, from those losses, `token_losses` [rows, positions]
   // (0 where there is no label; the negated log-probabilities of the
   // labels). Only called when fuses_head_loss().
   virtual at::Tensor micro_batch_loss_of_head(const dist::DeviceMesh& mesh, const at::Tensor& token_losses,
-                                              const MicroBatch& piece);
+                                              const MicroBatch& piece) = 0;
   // The temperature those losses are taken at (the logits divided by it
   // first): 1, or a policy's sampling temperature.
   virtual double head_loss_temperature() const { return 1.0; }
@@ -84,12 +87,8 @@ class StepObjective {
 
  private:
   MetricSums sums_;
+  bool fused_head_ = false;
 };
-
-// A recipe's check before it lets its objective fuse the head
-// (policy.fused_lm_head_loss): the whole vocabulary must be on each rank;
-// tessel::UsageError naming the setting when tensor parallelism splits it.
-void check_fused_head_fits(bool fused_lm_head_loss, const ShardedModel& model);
 
 // Each value summed over the dp_cp group in double precision: the
 // communicator reduces no float64, and float32 sums would round differently

@@ -90,7 +90,7 @@ PolicyRun run_clipped_pg(const std::string& preset, const testing::Layout& layou
   ReferencePolicy reference(model);
   optim::AdamW optimizer(model.params, options.adamw);
   ClippedPGObjective objective(loss, kTemperature);
-  objective.set_fused_head(fused_head);
+  objective.set_fused_head(fused_head, model);
   const int64_t dp = mesh.layout().dp_size(), per_rank = kRows / dp, first = mesh.coordinate("dp") * per_rank;
   std::vector<train::StepResult> steps;
   for (int b = 0; steps.size() < kSteps; ++b) {
