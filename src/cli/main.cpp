@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "core/counting_allocator.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   tessel::cli::add_generate_command(app);
   int code = 0;
   try {
+    // Before any tensor exists, so that every tensor is counted.
+    tessel::CountingCpuAllocator::install_from_env();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     code = app.exit(e);

@@ -175,10 +175,11 @@ void print_prediction(const ClusterDescription& c, const LayoutPrediction& p, co
               "Gbit/s per rank, %.0f us per collective, %s collectives, %.3g GFLOP/s per rank (%s)\n",
               c.nodes, c.ranks_per_node, c.inter_gbit_s, c.intra_gbit_s, c.latency_us,
               c.algorithm == CollectiveAlgorithm::Ring ? "ring" : "direct", c.gflops, c.source.c_str());
-  std::printf("  memory per rank (largest): sharded state %.3f GiB + unsharded peak %.3f GiB + activations %.3f GiB"
-              " + runtime %.3f GiB = %.3f GiB\n",
-              gb(p.state_bytes), gb(p.unsharded_peak_bytes), gb(p.activation_bytes),
-              gb(p.rss_bytes - p.state_bytes - p.unsharded_peak_bytes - p.activation_bytes), gb(p.rss_bytes));
+  std::printf("  memory per rank (largest): sharded state %.3f GiB, unsharded peak %.3f GiB, activations %.3f GiB;"
+              " tensors at their peak %.3f GiB (gradients and activations do not peak together) + runtime and"
+              " allocator %.3f GiB = %.3f GiB resident\n",
+              gb(p.state_bytes), gb(p.unsharded_peak_bytes), gb(p.activation_bytes), gb(p.tensor_bytes),
+              gb(p.rss_bytes - p.tensor_bytes), gb(p.rss_bytes));
   std::printf("  bytes per step (all ranks):\n");
   for (const auto& [group, b] : p.bytes) {
     std::printf("    %-12s same node %10.1f MB   other nodes %10.1f MB\n", group.c_str(),

@@ -7,7 +7,9 @@
 
 #include "cli/context_split.h"
 #include "core/error.h"
+#include "loss/chunked_softmax.h"
 #include "nn/linear_cross_entropy.h"
+#include "nn/tiled_attention.h"
 
 namespace tessel::cli {
 
@@ -52,38 +54,86 @@ double phase_s(double compute, double comm, double exposed) {
 
 }  // namespace
 
-int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const StepShape& s) {
-  const int64_t tokens = s.micro_batch * context_split(cp, s.seq_len).tokens_per_rank;
+namespace {
+
+// Bytes decoder layer `layer` keeps for backward per token of a micro batch
+// on this rank: the tensors autograd saves, counted from what each piece
+// saves and checked against the tensors' high-water mark
+// (TESSEL_COUNT_TENSOR_BYTES, docs/bench/memory.md: within 1% per layer on
+// llama-31m in float32 and bf16).
+int64_t layer_bytes_per_token(const models::ModelConfig& m, int64_t layer, int tp, int cp, const StepShape& s) {
+  const int64_t e = s.param_element_bytes;
   const int64_t h = m.hidden_size, heads = m.num_attention_heads / tp;
   const int64_t head_dim = m.head_dim > 0 ? m.head_dim : m.hidden_size / m.num_attention_heads;
-  const int64_t q = heads * head_dim, kv = m.num_key_value_heads / tp * head_dim, inter = m.intermediate_size / tp;
-  // Attention keeps q, k, v, their rotated copies and its output; the whole
-  // row's scores and probabilities (2 x heads x seq_len per token) without
-  // context parallelism, the ring's log-sum-exp (heads per token) with it.
-  const int64_t attention = 2 * q + 3 * kv + 2 * q + q + (cp > 1 ? heads : 2 * heads * s.seq_len);
-  // Norms in/out (3h each), MLP gate/up/activation/product (in float32 the
-  // fused SiLU product keeps no activation: nn/swiglu.h), projections'
-  // outputs and residuals.
-  const bool fused_silu = s.param_element_bytes == 4 && (m.hidden_act == "silu" || m.hidden_act == "swish");
-  const int64_t mlp = (fused_silu ? 3 : 4) * inter;
-  const int64_t per_token_layer = 6 * h + attention + mlp + 4 * h;
+  const int64_t kv_heads = m.num_key_value_heads / tp;
+  const int64_t q = heads * head_dim, kv = kv_heads * head_dim, inter = m.intermediate_size / tp;
+  const bool qk_norm = m.model_type == "qwen3" || m.model_type == "qwen3_moe" || m.model_type == "gemma3_text";
+  const bool silu = m.hidden_act == "silu" || m.hidden_act == "swish";
+  int64_t bytes = 0;
+  if (e == 4) {
+    // float32: the hand-written kernels (RMSNorm, rotary, the SiLU product)
+    // keep their inputs only. Each norm's input and output (the next
+    // products' input), 4h; rotated q and k, v, the attention's output and
+    // the output projection's input, 3q + 2kv; gate, up and their product
+    // (another activation also keeps its own output); q/k norms' inputs.
+    bytes = 4 * (4 * h + 3 * q + 2 * kv + (silu ? 3 : 4) * inter + (qk_norm ? q + kv : 0));
+  } else {
+    // bf16/fp16: HF's compositions. Each norm keeps a float32 copy of its
+    // input, the normalised values and its output in the compute dtype; the
+    // rotary products keep both factors of q and k (x and rotate_half(x));
+    // the attention as above; the MLP gate, up, act(gate) and the product;
+    // q/k norms their float32 copy and normalised values.
+    bytes = 2 * (4 * h + 2 * e * h) + e * (3 * q + 2 * kv) + e * 2 * (q + kv) + e * 4 * inter +
+            (qk_norm ? (4 + e) * (q + kv) : 0);
+  }
+  // The attention's per-row log-sum-exp (float32), and on one rank's whole
+  // row (no context parallelism) the softmax probabilities where the tiled
+  // kernel keeps them (short rows: nn/tiled_attention.h).
+  bytes += 4 * heads;
+  if (cp == 1) {
+    const int64_t kept = nn::tiled_attention_kept_probabilities(s.seq_len, heads, kv_heads, head_dim, e,
+                                                                models::layer_sliding_window(m, layer));
+    bytes += kept * std::max<int64_t>(e, 4) / s.seq_len;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+int64_t layer_activation_bytes(const models::ModelConfig& m, int tp, int cp, const StepShape& s) {
+  const int64_t tokens = s.micro_batch * context_split(cp, s.seq_len).tokens_per_rank;
   const int64_t layers = m.num_hidden_layers;
-  const int64_t saved_layers = s.activation_checkpointing ? 1 : layers;
-  const int64_t layer_inputs = s.activation_checkpointing ? layers * h : 0;
-  // The logits and their gradient, counted as float32 (the loss's
+  int64_t saved = 0;  // the largest layer's under activation checkpointing (it recomputes one at a time)
+  for (int64_t l = 0; l < layers; ++l) {
+    const int64_t b = layer_bytes_per_token(m, l, tp, cp, s);
+    saved = s.activation_checkpointing ? std::max(saved, b) : saved + b;
+  }
+  // Under checkpointing each layer keeps its input.
+  const int64_t layer_inputs = s.activation_checkpointing ? layers * m.hidden_size * s.param_element_bytes : 0;
+  return tokens * (saved + layer_inputs);
+}
+
+int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const StepShape& s) {
+  const int64_t tokens = s.micro_batch * context_split(cp, s.seq_len).tokens_per_rank;
+  // The logits and their gradient in the compute dtype (the loss's
   // probabilities exist a block at a time, loss/chunked_softmax.h; measured
-  // on a 152k vocabulary, docs/bench/fused_head_loss.md: 2.1x the float32
-  // logits per token in float32, 1.9x in bf16). The fused head keeps one
-  // block of them at a time (its logits, their exponentials or gradient, a
-  // temporary), never more than the unfused head would (where one block
-  // holds all the logits, the two hold about the same).
-  const int64_t unfused_logit_bytes = tokens * 2 * (m.vocab_size / tp) * 4;
+  // on a 152k vocabulary, docs/bench/memory.md). The fused head keeps one
+  // block of float32 logits at a time (its logits, their exponentials or
+  // gradient, a temporary), never more than the unfused head would (where
+  // one block holds all the logits, the two hold about the same).
+  // Logits other than float32 ones on the CPU go through the loss a block
+  // of rows at a time, converted to float32: the block, its exponentials and
+  // the gradient's float32 rows (three blocks) beside them.
+  const int64_t vocab = m.vocab_size / tp;
+  const int64_t loss_blocks =
+      s.param_element_bytes == 4 ? 0 : 3 * std::min(tokens, loss::rows_per_chunk(vocab)) * vocab * 4;
+  const int64_t unfused_logit_bytes = tokens * 2 * vocab * s.param_element_bytes + loss_blocks;
   const int64_t logit_bytes =
       s.fused_head_loss
           ? std::min(unfused_logit_bytes,
                      3 * std::min(tokens * m.vocab_size * 4, nn::kLinearCrossEntropyBlockBytes))
           : unfused_logit_bytes;
-  return tokens * (saved_layers * per_token_layer + layer_inputs) * s.param_element_bytes + logit_bytes;
+  return layer_activation_bytes(m, tp, cp, s) + logit_bytes;
 }
 
 int64_t reduction_copy_bytes(const std::vector<FsdpGroupShard>& groups, int shard_size, int replicate,
@@ -255,8 +305,11 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
       }
     }
     const int64_t state = 4 * shards;
+    // One rank of the shard group gathers nothing, but in a lower compute
+    // dtype it keeps every parameter's cast copy from forward to backward.
     const int64_t unsharded =
-        (shard_size > 1 ? root_full + 2 * std::max(root_full, layer_full) + layer_full + next_layer_full : 0) +
+        (shard_size > 1 ? root_full + 2 * std::max(root_full, layer_full) + layer_full + next_layer_full
+                        : s.param_element_bytes < 4 ? shards / 4 * s.param_element_bytes : 0) +
         2 * expert_full;
     if (state + unsharded > p.state_bytes + p.unsharded_peak_bytes) {
       p.state_bytes = state;
@@ -305,8 +358,31 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
               comm_backward, comm_backward * root_share) +
       p.optimizer_s;
   if (!c.transport_overlaps) p.step_s_overlap = p.step_s_no_overlap;
-  p.rss_bytes = c.base_rss_bytes + kCommunicationRuntimeBytes + p.state_bytes + p.unsharded_peak_bytes +
-                p.activation_bytes;
+  // The tensors' peak: the gradients (a quarter of the sharded state) are
+  // made by backward as the activations are released, and freed after the
+  // optimizer step, so with one micro batch per step the two do not add up
+  // (the larger counts); accumulating micro batches keep the gradients of
+  // the earlier ones beside the next one's activations.
+  // The fused head is the exception: it accumulates its weight's gradient
+  // (float32, this rank's shard of it) block by block beside its blocks.
+  const int64_t gradients = p.state_bytes / 4;
+  const int64_t head_gradient =
+      s.fused_head_loss ? model.vocab_size * model.hidden_size * 4 / (int64_t{tp} * std::max(shard_size, 1)) : 0;
+  const int64_t with_activations = p.activation_bytes + head_gradient;
+  p.tensor_bytes = p.state_bytes - gradients + p.unsharded_peak_bytes +
+                   (s.micro_batches > 1 ? gradients + with_activations : std::max(gradients, with_activations));
+  // The process holds more than its tensors: its code and libraries and
+  // the communication runtime, and the pages its allocator keeps after the
+  // tensors on them are freed (jemalloc keeps freed pages for reuse:
+  // cli/main.cpp). Those come from the tensors made and freed within a step
+  // in many sizes, the layers' activations and the unsharded parameters and
+  // gradients: a quarter of them is counted (docs/bench/memory.md).
+  // (The unfused head's logits are two allocations of one size every step;
+  // the fused head's blocks are counted.)
+  const int64_t layers_activations = layer_activation_bytes(model, tp, layout.size("cp"), s);
+  const int64_t transient = layers_activations + p.unsharded_peak_bytes +
+                            (s.fused_head_loss ? p.activation_bytes - layers_activations : 0);
+  p.rss_bytes = c.base_rss_bytes + kCommunicationRuntimeBytes + p.tensor_bytes + transient / 4;
   return p;
 }
 
@@ -414,6 +490,7 @@ nlohmann::json to_json(const LayoutPrediction& p) {
            {{"sharded_state_bytes", p.state_bytes},
             {"unsharded_peak_bytes", p.unsharded_peak_bytes},
             {"activation_bytes", p.activation_bytes},
+            {"tensor_bytes", p.tensor_bytes},
             {"rss_bytes", p.rss_bytes}}}};
 }
 

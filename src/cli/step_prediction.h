@@ -106,7 +106,12 @@ struct LayoutPrediction {
   double tp_s = 0, tp_forward_s = 0;
   double forward_comm_share = 0;  // of the link time: the forward's all-gathers
   double step_s_no_overlap = 0, step_s_overlap = 0;
-  int64_t state_bytes = 0, unsharded_peak_bytes = 0, activation_bytes = 0, rss_bytes = 0;  // the largest rank
+  // The largest rank's memory: its sharded state (parameters, gradients,
+  // AdamW's moments), the unsharded parameters and gradients at their peak,
+  // one micro batch's activations; the tensors' high-water mark those make
+  // (what a GPU's allocator reports as its peak, TESSEL_COUNT_TENSOR_BYTES on
+  // the CPU), and the process's resident set around them.
+  int64_t state_bytes = 0, unsharded_peak_bytes = 0, activation_bytes = 0, tensor_bytes = 0, rss_bytes = 0;
 };
 
 // Bytes of activations one micro batch keeps for backward on one rank (the
@@ -114,6 +119,8 @@ struct LayoutPrediction {
 // shards where the plan splits them, on the rank's cp share of the row), and
 // of the logits (with the fused head: of its blocks).
 int64_t activation_bytes(const models::ModelConfig& model, int tp, int cp, const StepShape& step);
+// The decoder layers' part of it (without the logits).
+int64_t layer_activation_bytes(const models::ModelConfig& model, int tp, int cp, const StepShape& step);
 
 // One step's token exchange per rank under expert parallelism `ep`, for
 // uniform routing (cli/expert_traffic.h), `tokens_per_row` tokens per row.

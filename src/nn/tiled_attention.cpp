@@ -64,12 +64,22 @@ constexpr size_t kSavedTensors = 5;
 // q, k, v and the output, which are saved anyway: short rows (bench-medium's
 // 256 tokens in float32: 1280 probabilities per token against 1536 values),
 // not long ones, whose probabilities grow with the row (~11x at 4096 tokens).
+// Per batch row: `probabilities` over all query heads, the others per head.
+bool keep_probabilities(int64_t probabilities, int64_t probability_bytes, int64_t q_heads, int64_t kv_heads,
+                        int64_t T, int64_t head_dim, int64_t element_bytes) {
+  return probabilities * probability_bytes <= (2 * q_heads + 2 * kv_heads) * T * head_dim * element_bytes;
+}
+
+int64_t probabilities_per_head(const std::vector<Tile>& tiles) {
+  int64_t n = 0;
+  for (const Tile& t : tiles) n += t.q_len * t.k_len;
+  return n;
+}
+
 bool keep_probabilities(const std::vector<Tile>& tiles, const at::Tensor& q, const at::Tensor& k,
                         at::ScalarType compute) {
-  int64_t probabilities = 0;
-  for (const Tile& t : tiles) probabilities += q.size(0) * q.size(1) * t.q_len * t.k_len;
-  const auto probability_bytes = static_cast<int64_t>(c10::elementSize(compute));
-  return probabilities * probability_bytes <= (2 * q.numel() + 2 * k.numel()) * q.element_size();
+  return keep_probabilities(q.size(1) * probabilities_per_head(tiles), static_cast<int64_t>(c10::elementSize(compute)),
+                            q.size(1), k.size(1), q.size(2), q.size(3), static_cast<int64_t>(q.element_size()));
 }
 
 struct TiledAttentionFunction : torch::autograd::Function<TiledAttentionFunction> {
@@ -188,6 +198,14 @@ at::Tensor tiled_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
   }
   return TiledAttentionFunction::apply(q, k, v, documents, scale, sliding_window.value_or(0),
                                        logit_softcap.value_or(0.0), query_tile);
+}
+
+int64_t tiled_attention_kept_probabilities(int64_t T, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                                          int64_t element_bytes, std::optional<int64_t> sliding_window,
+                                          int64_t query_tile) {
+  const int64_t n = q_heads * probabilities_per_head(tiles_of(T, query_tile, sliding_window));
+  const int64_t probability_bytes = std::max<int64_t>(element_bytes, 4);  // float32, float64 for float64
+  return keep_probabilities(n, probability_bytes, q_heads, kv_heads, T, head_dim, element_bytes) ? n : 0;
 }
 
 }  // namespace tessel::nn

@@ -38,4 +38,12 @@ at::Tensor tiled_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
                                   std::optional<double> logit_softcap = std::nullopt,
                                   const at::Tensor& document_ids = {}, int64_t query_tile = kDefaultQueryTile);
 
+// How many softmax probabilities tiled_causal_attention keeps for backward
+// per batch row of T tokens (all query heads; float32, float64 for float64
+// inputs), or 0 where it recomputes them: for the planner's memory terms
+// (cli/step_prediction.h). `element_bytes`: q's element size.
+int64_t tiled_attention_kept_probabilities(int64_t T, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                                          int64_t element_bytes, std::optional<int64_t> sliding_window,
+                                          int64_t query_tile = kDefaultQueryTile);
+
 }  // namespace tessel::nn

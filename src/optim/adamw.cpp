@@ -129,6 +129,16 @@ void AdamW::update_one(size_t i, double grad_scale, double bias_correction2_sqrt
   }
 }
 
+void AdamW::allocate_state() {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    AdamWParamState& s = state_[i];
+    if (s.exp_avg.defined()) continue;
+    s.exp_avg = at::zeros_like(params_[i], at::MemoryFormat::Contiguous);
+    s.exp_avg_sq = at::zeros_like(params_[i], at::MemoryFormat::Contiguous);
+  }
+}
+
 void AdamW::zero_grad() {
   for (at::Tensor& p : params_) {
     if (p.grad().defined()) p.mutable_grad() = at::Tensor();

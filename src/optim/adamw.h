@@ -61,8 +61,11 @@ class AdamW {
   const std::vector<at::Tensor>& params() const { return params_; }
 
   // For checkpoints: state per parameter (undefined tensors before the first
-  // step) and the step counter.
+  // step or allocate_state) and the step counter.
   const std::vector<AdamWParamState>& state() const { return state_; }
+  // Makes the zero moments of every parameter that has none yet (the first
+  // step would make them; the trainer calls this before it, train/trainer.cpp).
+  void allocate_state();
   void load_state(std::vector<AdamWParamState> state, int64_t step);
   int64_t state_bytes() const;
 

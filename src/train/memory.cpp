@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/counting_allocator.h"
 #include "device/backend.h"
 #include "train/model_setup.h"
 
@@ -44,7 +45,12 @@ std::vector<int64_t> gather_values(dist::Communicator& world, const std::vector<
 
 int64_t peak_rss_bytes() { return status_bytes("VmHWM"); }
 
+bool device_peak_measured(c10::Device device) {
+  return !device.is_cpu() || CountingCpuAllocator::installed();
+}
+
 int64_t peak_device_bytes(c10::Device device) {
+  if (device.is_cpu()) return CountingCpuAllocator::installed() ? CountingCpuAllocator::peak_bytes() : 0;
   const device::Backend* backend = device::backend_for(device);
   return backend != nullptr
              ? backend->memory_stats(device.index() < 0 ? 0 : device.index()).peak_allocated

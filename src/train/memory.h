@@ -20,8 +20,12 @@ struct ShardedModel;
 // VmHWM / VmRSS in bytes; 0 where /proc is unavailable.
 int64_t peak_rss_bytes();
 // The high-water mark of `device`'s allocator (bytes given to tensors since
-// the process started); 0 for the CPU, whose figure is the RSS.
+// the process started). On the CPU only where the tessel program counts
+// tensor bytes (TESSEL_COUNT_TENSOR_BYTES=1, core/counting_allocator.h):
+// the figure to set against `tessel plan --predict`'s tensor terms, which
+// the RSS exceeds by the allocator's retained pages. 0 where not measured.
 int64_t peak_device_bytes(c10::Device device);
+bool device_peak_measured(c10::Device device);
 int64_t current_rss_bytes();
 // The part of VmRSS that is shared memory (RssShmem): node-shared parameters,
 // MPI's shared-memory segments.

@@ -16,6 +16,7 @@
 
 #include "support/run_tessel.h"
 #include "support/source_tree.h"
+#include "support/temp_dir.h"
 
 namespace {
 
@@ -198,6 +199,52 @@ TEST(PlanCli, PredictRecommendsOneReplicaPerNodeWhenTheLinkBinds) {
   EXPECT_EQ(j["recommended_dp_replicate_size"], 1) << j.dump(1);
   EXPECT_THAT(j["recommendation"].get<std::string>(), HasSubstr("plain FSDP"));
   EXPECT_THAT(j["recommendation"].get<std::string>(), HasSubstr("does not bind"));
+}
+
+// What `plan --predict` says the tensors of a step peak at, against what a
+// real run's tensors peaked at, counted by the wrapper around ATen's
+// allocator (TESSEL_COUNT_TENSOR_BYTES=1, metrics.jsonl's
+// peak_device_bytes_max): a small Llama (2 layers, hidden 256, vocabulary
+// 4096), 4 rows of 256 tokens, one process, float32 (where the attention
+// keeps its probabilities) and bf16 (HF's compositions, cast copies). Within
+// 10%: the figure is meant for fitting a batch to a device's memory.
+TEST(PlanCli, PredictedTensorPeakIsARunsCountedPeak) {
+  const tessel::test_support::TempDir dir;
+  dir.write("config/config.json", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": 4096, "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 1024,
+    "rms_norm_eps": 1e-5, "hidden_act": "silu", "rope_theta": 10000.0, "tie_word_embeddings": false,
+    "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2})");
+  const std::string model = (dir / "model").string();
+  auto r = run_tessel("init-model --config " + (dir / "config/config.json").string() + " " + model + " --seed 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string precision : {"float32", "bfloat16"}) {
+    const std::string shape = " policy.model_name=" + model + " policy.max_total_sequence_length=256"
+                              " policy.train_global_batch_size=4 policy.train_micro_batch_size=4"
+                              " policy.precision=" + precision;
+    const std::string logs = (dir / ("logs-" + precision)).string();
+    r = run_tessel("train " + source("examples/configs/sft.yaml") + shape + " policy.tokenizer.name=" + model +
+                       " data.train.dataset_name=synthetic '~data.validation' checkpointing.enabled=false"
+                       " sft.max_num_steps=2 sft.val_period=0 sft.val_at_start=false sft.val_at_end=false"
+                       " logger.log_dir=" + logs + " --nproc 1 --no-print-config",
+                   true, "TESSEL_COUNT_TENSOR_BYTES=1 OMP_NUM_THREADS=1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("at most in tensors")) << r.output;
+    int64_t counted = 0;
+    std::ifstream metrics(logs + "/metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("peak_device_bytes_max")) counted = std::max(counted, j["peak_device_bytes_max"].get<int64_t>());
+    }
+    ASSERT_GT(counted, 0) << precision;
+    r = run_tessel("plan " + source("examples/configs/sft.yaml") + shape + " --world 1 --predict --json --gflops 10",
+                   false);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto predicted =
+        nlohmann::json::parse(r.output)["prediction"]["this_layout"]["memory_per_rank"]["tensor_bytes"].get<int64_t>();
+    EXPECT_NEAR(static_cast<double>(predicted) / static_cast<double>(counted), 1.0, 0.10)
+        << precision << ": predicted " << predicted << " counted " << counted;
+  }
 }
 
 // Pretend nodes share this machine's cores: a given --core-share says what a

@@ -137,6 +137,36 @@ TEST(AdamW, SkipsParametersWithoutGradient) {
   EXPECT_TRUE(at::equal(p, at::ones({4})));
 }
 
+TEST(AdamW, StateAllocatedBeforeTheFirstStepChangesNothing) {
+  // The trainer allocates the moments before its first step (so that they do
+  // not take the pages the first step's activations leave); the updates are
+  // those of moments made at the first step.
+  at::manual_seed(3);
+  const at::Tensor init = at::randn({6, 5});
+  at::Tensor early = init.clone().requires_grad_(true), lazy = init.clone().requires_grad_(true);
+  const AdamWOptions o{.lr = 1e-2, .weight_decay = 0.1};
+  AdamW first({early}, o), later({lazy}, o);
+  first.allocate_state();
+  ASSERT_TRUE(first.state()[0].exp_avg.defined());
+  EXPECT_EQ(first.state()[0].exp_avg.count_nonzero().item<int64_t>(), 0);
+  EXPECT_EQ(first.state()[0].exp_avg_sq.count_nonzero().item<int64_t>(), 0);
+  EXPECT_FALSE(later.state()[0].exp_avg.defined());
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor g = at::randn({6, 5});
+    early.mutable_grad() = g.clone();
+    lazy.mutable_grad() = g.clone();
+    first.step(0.5);
+    later.step(0.5);
+  }
+  EXPECT_TRUE(at::equal(early, lazy));
+  EXPECT_TRUE(at::equal(first.state()[0].exp_avg, later.state()[0].exp_avg));
+  EXPECT_TRUE(at::equal(first.state()[0].exp_avg_sq, later.state()[0].exp_avg_sq));
+  // A state already there (a resumed run's) is kept.
+  const at::Tensor kept = first.state()[0].exp_avg.clone();
+  first.allocate_state();
+  EXPECT_TRUE(at::equal(first.state()[0].exp_avg, kept));
+}
+
 TEST(AdamW, ShardedUpdateEqualsFullUpdate) {
   // The element-wise update on two halves equals the update on the whole:
   // the property FSDP parity rests on.
