@@ -18,7 +18,8 @@
 # Each prints its median step time (steps 3..N), tokens/s, MFU (6 x params +
 # 12 x layers x hidden x seq FLOPs per token over 989 TFLOP/s, the H100/H200
 # dense bf16 peak) and peak device memory (the allocator's high-water mark:
-# tessel's metrics.jsonl peak_device_bytes, PyTorch's max_memory_allocated);
+# tessel's metrics.jsonl peak_device_bytes, PyTorch's max_memory_allocated;
+# tessel's rows also `tessel plan --predict`'s tensor_bytes for the run);
 # with MAX_BATCH=1 also the largest micro batch that fits (doubling, up to
 # MAX_BATCH_LIMIT, default 64). One JSON
 # object per line, then one summary line with the ratios the issue asks for.
@@ -50,10 +51,21 @@ tessel_run() {  # micro_batch log_dir steps [fused] [kernels] -> JSON line (or e
     --no-print-config >"$log_dir.log" 2>&1
 }
 
-summarize_tessel() {  # log_dir micro_batch side
-  python3 - "$1" "$2" "$seq" "$config" "$3" <<'PY'
+# `tessel plan --predict`'s tensor peak for the same run (its memory_per_rank
+# tensor_bytes, set against the device allocator's measured peak), or null.
+predicted_tensor_bytes() {  # micro_batch fused
+  "$bin" plan "$root/examples/configs/sft.yaml" "policy.model_name=$model" "policy.max_total_sequence_length=$seq" \
+    "policy.train_global_batch_size=$1" "policy.train_micro_batch_size=$1" policy.precision=bfloat16 \
+    "policy.fused_lm_head_loss=$2" --world 1 --predict --json --gflops 1000 2>/dev/null |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["prediction"]["this_layout"]["memory_per_rank"]["tensor_bytes"])' ||
+    echo null
+}
+
+summarize_tessel() {  # log_dir micro_batch side predicted_tensor_bytes
+  python3 - "$1" "$2" "$seq" "$config" "$3" "${4:-null}" <<'PY'
 import json, statistics, sys
 log_dir, batch, seq, config, side = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.load(open(sys.argv[4])), sys.argv[5]
+predicted = json.loads(sys.argv[6])
 steps = [r for r in map(json.loads, open(f"{log_dir}/metrics.jsonl")) if "step_time_s" in r]
 setup = [r for r in map(json.loads, open(f"{log_dir}/metrics.jsonl")) if r.get("split") == "setup"]
 measured = steps[2:] if len(steps) > 2 else steps
@@ -66,6 +78,7 @@ print(json.dumps({"side": side, "params": params, "seq": seq, "micro_batch": bat
                   "step_time_s": step, "step_times_s": [r["step_time_s"] for r in steps], "tokens_per_s": tps,
                   "mfu": tps * (6 * params + 12 * L * h * seq) / 989e12,
                   "peak_device_bytes": max(r.get("peak_device_bytes_max", 0) for r in steps),
+                  "predicted_tensor_bytes": predicted,
                   "comm_wait_s": statistics.median(r["comm_wait_s"] for r in measured),
                   "last_loss": steps[-1]["loss"]}))
 PY
@@ -81,7 +94,7 @@ for side in "${sides[@]}"; do
   kernels=$([[ $side == tessel_kernels ]] && echo fused || echo aten)
   mkdir -p "$out/$side"
   tessel_run "$batch" "$out/$side/b$batch" "$steps" "$fused" "$kernels"
-  line=$(summarize_tessel "$out/$side/b$batch" "$batch" "$side")
+  line=$(summarize_tessel "$out/$side/b$batch" "$batch" "$side" "$(predicted_tensor_bytes "$batch" "$fused")")
   if [[ ${MAX_BATCH:-0} == 1 ]]; then
     b=$batch
     while ((b * 2 <= ${MAX_BATCH_LIMIT:-64})) && tessel_run $((b * 2)) "$out/$side/b$((b * 2))" 2 "$fused" "$kernels"; do
