@@ -368,8 +368,13 @@ LayoutPrediction predict_layout(const dist::MeshLayout& layout, const std::vecto
   const int64_t gradients = p.state_bytes / 4;
   const int64_t head_gradient =
       s.fused_head_loss ? model.vocab_size * model.hidden_size * 4 / (int64_t{tp} * std::max(shard_size, 1)) : 0;
-  const int64_t with_activations = p.activation_bytes + head_gradient;
-  p.tensor_bytes = p.state_bytes - gradients + p.unsharded_peak_bytes +
+  // On one rank of its shard group the unsharded term is the forward's cast
+  // copies, freed group by group as backward makes the gradients: it sits
+  // with the activations. Otherwise (gathers, the reductions' buffers) it
+  // is counted beside both.
+  const bool casts_only = shard_size <= 1;
+  const int64_t with_activations = p.activation_bytes + head_gradient + (casts_only ? p.unsharded_peak_bytes : 0);
+  p.tensor_bytes = p.state_bytes - gradients + (casts_only ? 0 : p.unsharded_peak_bytes) +
                    (s.micro_batches > 1 ? gradients + with_activations : std::max(gradients, with_activations));
   // The process holds more than its tensors: its code and libraries and
   // the communication runtime, and the pages its allocator keeps after the
