@@ -91,8 +91,10 @@ same_losses srun "losses per step equal the plain mpirun run's"
 job=$(TESSEL_COLLECTIVE_TIMEOUT_S=10 TESSEL_RUN_ABORT_GRACE_S=2 submit lost)
 for _ in $(seq 600); do [[ -f $work/lost/ckpt/step_3/metadata.json ]] && break; sleep 0.1; done
 check lost "saved its step-3 checkpoint on $(field "$job" NodeList)" test -f "$work/lost/ckpt/step_3/metadata.json"
+# (An `if`, not `[[ ]] && echo`: the loop's status is its last body's, and
+# under set -e a last pid that is not tessel's would end the test silently.)
 ranks=$(for pid in $(ip netns pids "$TESSEL_CLUSTER_NAME-node1"); do
-  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == tessel ]] && echo "$pid"; done)
+  if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == tessel ]]; then echo "$pid"; fi; done)
 check lost "node1 runs ranks of the job: $(echo $ranks)" test -n "$ranks"
 kill -STOP $ranks
 ip -n "$TESSEL_CLUSTER_NAME-node1" link set eth0 down
