@@ -8,16 +8,11 @@
 #include "config/scalar.h"
 #include "config/suggest.h"
 #include "core/error.h"
+#include "core/text.h"
 
 namespace tessel::config {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 std::string join(const std::string& prefix, const std::string& key) {
   return prefix.empty() ? key : prefix + "." + key;
@@ -118,10 +113,10 @@ class Resolver {
       } else if (inner[i] == '}') {
         --depth;
       } else if (inner[i] == ':' && depth == 0) {
-        return call(std::string(trim(inner.substr(0, i))), split_args(inner.substr(i + 1)), at, expr);
+        return call(std::string(trim_whitespace(inner.substr(0, i))), split_args(inner.substr(i + 1)), at, expr);
       }
     }
-    std::string key(trim(inner));
+    std::string key(trim_whitespace(inner));
     if (key.find("${") != std::string::npos) key = evaluate(key, at).to_text();  // ${a.${b}}
     return lookup(absolute_key(key, at, expr), at, expr);
   }
@@ -179,11 +174,11 @@ class Resolver {
       } else if (c == '}') {
         --depth;
       } else if (c == ',' && depth == 0) {
-        out.emplace_back(trim(args.substr(start, i - start)));
+        out.emplace_back(trim_whitespace(args.substr(start, i - start)));
         start = i + 1;
       }
     }
-    out.emplace_back(trim(args.substr(start)));
+    out.emplace_back(trim_whitespace(args.substr(start)));
     if (out.size() == 1 && out[0].empty()) out.clear();
     return out;
   }

@@ -7,6 +7,7 @@
 #include "config/flow_value.h"
 #include "config/suggest.h"
 #include "core/error.h"
+#include "core/text.h"
 
 namespace tessel::config {
 
@@ -15,12 +16,6 @@ namespace {
 constexpr const char* kGrammar =
     "overrides look like 'a.b=VALUE' (change), '+a.b=VALUE' (add), '++a.b=VALUE' (add or "
     "change) or '~a.b' (delete)";
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 void check_key(std::string_view key, std::string_view text) {
   if (key.empty()) throw UsageError(fmt::format("override '{}' has no key; {}", text, kGrammar));
@@ -64,7 +59,7 @@ void check_parents_addable(const Config& config, const Override& o) {
 Override parse_override(std::string_view raw) {
   Override o;
   o.text = std::string(raw);
-  std::string_view text = trim(raw);
+  std::string_view text = trim_whitespace(raw);
   if (text.empty()) throw UsageError(fmt::format("empty override; {}", kGrammar));
   if (text.substr(0, 2) == "++") {
     o.op = Override::Op::ForceSet;
@@ -81,10 +76,10 @@ Override parse_override(std::string_view raw) {
     if (o.op != Override::Op::Delete) {
       throw UsageError(fmt::format("override '{}' has no '=VALUE'; {}", o.text, kGrammar));
     }
-    o.key = std::string(trim(text));
+    o.key = std::string(trim_whitespace(text));
   } else {
-    o.key = std::string(trim(text.substr(0, eq)));
-    o.value_text = std::string(trim(text.substr(eq + 1)));
+    o.key = std::string(trim_whitespace(text.substr(0, eq)));
+    o.value_text = std::string(trim_whitespace(text.substr(eq + 1)));
     try {
       o.value = parse_flow_value(o.value_text);
     } catch (const UsageError& e) {

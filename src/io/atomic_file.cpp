@@ -10,14 +10,10 @@
 #include <cstring>
 #include <string>
 
+#include "core/errno_text.h"
 #include "core/error.h"
 
 namespace tessel::io {
-namespace {
-
-std::string errno_text() { return std::strerror(errno); }
-
-}  // namespace
 
 void sync_directory(const std::filesystem::path& dir) {
   const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

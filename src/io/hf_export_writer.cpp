@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/errno_text.h"
 #include "core/error.h"
 #include "io/box_rows.h"
 #include "io/safetensors_dtype.h"
@@ -16,8 +17,6 @@ namespace tessel::io {
 namespace {
 
 constexpr uint64_t kPieceBytes = uint64_t{16} << 20;
-
-std::string errno_text() { return std::strerror(errno); }
 
 void write_all(int fd, uint64_t position, const std::byte* data, uint64_t bytes, const std::filesystem::path& file) {
   while (bytes > 0) {

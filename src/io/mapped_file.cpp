@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/errno_text.h"
 #include "core/error.h"
 
 namespace tessel::io {
@@ -17,8 +18,6 @@ uint64_t page_size() {
   static const uint64_t size = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   return size;
 }
-
-std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 

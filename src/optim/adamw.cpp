@@ -21,7 +21,7 @@ namespace {
 // pass is a kernel launch (1 MiB chunks would make ~4,700 chunks of seven
 // launches per step for a 1B model, ~0.15 s at a few microseconds each) and
 // the chunk only bounds the one temporary.
-constexpr int64_t kChunkElements = int64_t{1} << 18;
+constexpr int64_t kCpuChunkElements = int64_t{1} << 18;
 constexpr int64_t kDeviceChunkElements = int64_t{1} << 24;
 
 // The hand-written loop (optim/adamw_kernel.h) reads host memory: float32
@@ -96,7 +96,7 @@ void AdamW::update_one(size_t i, double grad_scale, double bias_correction2_sqrt
     const float* gp = grad.data_ptr<float>();
     float* mp = s.exp_avg.data_ptr<float>();
     float* vp = s.exp_avg_sq.data_ptr<float>();
-    at::parallel_for(0, p.numel(), kChunkElements, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, p.numel(), kCpuChunkElements, [&](int64_t begin, int64_t end) {
       adamw_update_fp32(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, c);
     });
     return;
@@ -111,7 +111,7 @@ void AdamW::update_one(size_t i, double grad_scale, double bias_correction2_sqrt
   // the result does not depend on the chunking.
   const bool flat = p.is_contiguous() && grad.is_contiguous();
   const int64_t n = p.numel();
-  const int64_t chunk = !flat ? n : p.device().is_cpu() ? kChunkElements : kDeviceChunkElements;
+  const int64_t chunk = !flat ? n : p.device().is_cpu() ? kCpuChunkElements : kDeviceChunkElements;
   auto piece = [&](const at::Tensor& t, int64_t begin, int64_t len) {
     return flat ? t.view({-1}).narrow(0, begin, len) : t;
   };

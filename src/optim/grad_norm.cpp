@@ -11,7 +11,7 @@ namespace tessel::optim {
 
 namespace {
 // Elements converted to fp64 at a time (2 MiB).
-constexpr int64_t kChunkElements = int64_t{1} << 18;
+constexpr int64_t kFp64ChunkElements = int64_t{1} << 18;
 }  // namespace
 
 double global_grad_norm(const std::vector<GradShardSet>& sets) {
@@ -30,8 +30,8 @@ double global_grad_norm(const std::vector<GradShardSet>& sets) {
         continue;
       }
       const at::Tensor flat = g.reshape({-1});
-      for (int64_t begin = 0; begin < flat.numel(); begin += kChunkElements) {
-        const at::Tensor c = flat.narrow(0, begin, std::min(kChunkElements, flat.numel() - begin)).to(at::kDouble);
+      for (int64_t begin = 0; begin < flat.numel(); begin += kFp64ChunkElements) {
+        const at::Tensor c = flat.narrow(0, begin, std::min(kFp64ChunkElements, flat.numel() - begin)).to(at::kDouble);
         local += at::dot(c, c).item<double>();
       }
     }

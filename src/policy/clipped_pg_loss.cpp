@@ -5,14 +5,13 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "policy/metric_value.h"
 
 namespace tessel::policy {
 
 namespace {
 
 at::Tensor finite_or_zero(const at::Tensor& x) { return at::nan_to_num(x, 0.0, 0.0, 0.0); }
-
-double scalar(const at::Tensor& x) { return x.detach().to(at::kDouble).item<double>(); }
 
 }  // namespace
 
@@ -72,13 +71,13 @@ LossPart clipped_pg_loss(const ClippedPGInputs& in, const ClippedPGOptions& o, c
   out.loss = actor + kl;
   at::NoGradGuard no_grad;
   out.metrics = {
-      {"loss", scalar(out.loss)},
-      {"probs_ratio", scalar((ratio * m).sum() / g_tok)},
-      {"probs_ratio_clamped", scalar((clamped * m).sum() / g_tok)},
-      {"kl_penalty", beta != 0.0 ? scalar(kl) / beta : 0.0},
-      {"token_mult_prob_error", scalar(((gen - prev).abs() * m).exp().mul(m).sum() / g_tok)},
-      {"approx_entropy", scalar(-((curr - gen).exp() * curr * m).sum() / g_tok)},
-      {"num_valid_samples", rows.counts_rows ? scalar(sm.sum()) : 0.0},
+      {"loss", metric_value(out.loss)},
+      {"probs_ratio", metric_value((ratio * m).sum() / g_tok)},
+      {"probs_ratio_clamped", metric_value((clamped * m).sum() / g_tok)},
+      {"kl_penalty", beta != 0.0 ? metric_value(kl) / beta : 0.0},
+      {"token_mult_prob_error", metric_value(((gen - prev).abs() * m).exp().mul(m).sum() / g_tok)},
+      {"approx_entropy", metric_value(-((curr - gen).exp() * curr * m).sum() / g_tok)},
+      {"num_valid_samples", rows.counts_rows ? metric_value(sm.sum()) : 0.0},
   };
   return out;
 }

@@ -5,12 +5,11 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "policy/metric_value.h"
 
 namespace tessel::policy {
 
 namespace {
-
-double scalar(const at::Tensor& x) { return x.detach().to(at::kDouble).item<double>(); }
 
 at::Tensor chosen(const at::Tensor& rows) { return rows.slice(0, 0, rows.size(0), 2); }
 at::Tensor rejected(const at::Tensor& rows) { return rows.slice(0, 1, rows.size(0), 2); }
@@ -46,17 +45,17 @@ LossPart dpo_loss(const DpoInputs& in, const DpoOptions& o, double global_valid_
   LossPart out;
   out.loss = o.sft_loss_weight * sft + o.preference_loss_weight * preference;
   at::NoGradGuard no_grad;
-  const double chosen_mean = scalar((chosen(rewards) * chosen(sm)).sum() / pairs) * row_share;
-  const double rejected_mean = scalar((rejected(rewards) * rejected(sm)).sum() / pairs) * row_share;
+  const double chosen_mean = metric_value((chosen(rewards) * chosen(sm)).sum() / pairs) * row_share;
+  const double rejected_mean = metric_value((rejected(rewards) * rejected(sm)).sum() / pairs) * row_share;
   out.metrics = {
-      {"loss", scalar(out.loss)},
-      {"sft_loss", scalar(sft)},
-      {"preference_loss", scalar(preference)},
-      {"accuracy", scalar((margin.gt(0).to(curr.scalar_type()) * chosen(sm)).sum() / pairs) * row_share},
+      {"loss", metric_value(out.loss)},
+      {"sft_loss", metric_value(sft)},
+      {"preference_loss", metric_value(preference)},
+      {"accuracy", metric_value((margin.gt(0).to(curr.scalar_type()) * chosen(sm)).sum() / pairs) * row_share},
       {"rewards_chosen_mean", chosen_mean},
       {"rewards_rejected_mean", rejected_mean},
       {"reward_margin", chosen_mean - rejected_mean},
-      {"num_valid_samples", scalar(sm.sum()) / 2.0 * row_share},
+      {"num_valid_samples", metric_value(sm.sum()) / 2.0 * row_share},
   };
   return out;
 }

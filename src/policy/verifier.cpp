@@ -8,22 +8,17 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace tessel::policy {
 
 namespace {
 
-std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 class ExactMatch : public Verifier {
  public:
   std::string name() const override { return "exact_match"; }
   double reward(const std::string& response, const std::string& answer) const override {
-    return trimmed(response) == trimmed(answer) ? 1.0 : 0.0;
+    return trim_whitespace(response) == trim_whitespace(answer) ? 1.0 : 0.0;
   }
 };
 
