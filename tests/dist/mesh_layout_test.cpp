@@ -14,7 +14,7 @@ namespace tessel::dist {
 namespace {
 
 using Groups = std::vector<std::vector<int>>;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 struct LayoutCase {
   std::string label;
@@ -114,7 +114,7 @@ std::vector<LayoutCase> layout_cases() {
   };
 }
 
-class MeshLayoutGroups : public testing::TestWithParam<LayoutCase> {};
+class MeshLayoutGroups : public ::testing::TestWithParam<LayoutCase> {};
 
 TEST_P(MeshLayoutGroups, DimsAndGroupsMatchHandWrittenLists) {
   const auto& c = GetParam();
@@ -149,7 +149,7 @@ TEST_P(MeshLayoutGroups, IndexLookupsAgreeWithLists) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Table, MeshLayoutGroups, testing::ValuesIn(layout_cases()),
+INSTANTIATE_TEST_SUITE_P(Table, MeshLayoutGroups, ::testing::ValuesIn(layout_cases()),
                          [](const auto& info) { return info.param.label; });
 
 TEST(MeshLayout, CoordinatesAreRowMajorWithTpFastest) {
@@ -182,7 +182,7 @@ struct InvalidCase {
   std::vector<std::string> message_parts;
 };
 
-class MeshLayoutInvalid : public testing::TestWithParam<InvalidCase> {};
+class MeshLayoutInvalid : public ::testing::TestWithParam<InvalidCase> {};
 
 TEST_P(MeshLayoutInvalid, ThrowsUsageErrorNamingValuesAndFix) {
   const auto& c = GetParam();
@@ -196,16 +196,14 @@ TEST_P(MeshLayoutInvalid, ThrowsUsageErrorNamingValuesAndFix) {
 
 INSTANTIATE_TEST_SUITE_P(
     Table, MeshLayoutInvalid,
-    testing::ValuesIn(std::vector<InvalidCase>{
+    ::testing::ValuesIn(std::vector<InvalidCase>{
         {"replicate_equals_dp",
          {.world_size = 8, .dp_replicate = 8},
          {"dp_replicate_size=8", "smaller than", "dp_size", "{2, 4}"}},
         {"replicate_equals_dp_with_tp",
          {.world_size = 8, .dp_replicate = 4, .tp = 2},
          {"dp_replicate_size=4", "smaller than", "= 4", "{2}"}},
-        {"replicate_larger_than_dp",
-         {.world_size = 4, .dp_replicate = 8},
-         {"dp_replicate_size=8", "smaller than"}},
+        {"replicate_larger_than_dp", {.world_size = 4, .dp_replicate = 8}, {"dp_replicate_size=8", "smaller than"}},
         {"replicate_not_dividing_dp",
          {.world_size = 12, .dp_replicate = 5},
          {"dp_replicate_size=5", "evenly divide", "= 12", "{2, 3, 4, 6}"}},
@@ -218,13 +216,10 @@ INSTANTIATE_TEST_SUITE_P(
         {"replicate_zero",
          {.world_size = 8, .dp_replicate = 0},
          {"dp_replicate_size=0", "positive integer", "use 1 to disable HSDP"}},
-        {"replicate_negative",
-         {.world_size = 8, .dp_replicate = -2},
-         {"dp_replicate_size=-2", "positive integer"}},
+        {"replicate_negative", {.world_size = 8, .dp_replicate = -2}, {"dp_replicate_size=-2", "positive integer"}},
         {"hsdp_without_v2",
          {.world_size = 16, .dp_replicate = 2, .v2 = false},
-         {"dp_replicate_size=2", "HSDP only works on the DTensor v2 backend",
-          "policy.dtensor_cfg._v2=true"}},
+         {"dp_replicate_size=2", "HSDP only works on the DTensor v2 backend", "policy.dtensor_cfg._v2=true"}},
         {"world_not_divisible_by_tp",
          {.world_size = 6, .tp = 4},
          {"world size 6", "tp*cp*ep = 4", "tensor_parallel_size=4"}},

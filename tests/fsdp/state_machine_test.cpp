@@ -19,16 +19,14 @@
 namespace tessel::fsdp::testing {
 namespace {
 
-FSDPMesh world_mesh() { return FSDPMesh(dist::world()); }
-
 constexpr int64_t kVocab = 9;
 
 // fully_shard on each decoder layer, then the root; the handles in that order.
 std::vector<FSDPModule> shard(TinyLM& model, const FSDPOptions& options = {}) {
   std::vector<FSDPModule> groups;
   for (const auto& layer : model.decoder_layers())
-    groups.push_back(fully_shard(*layer, world_mesh(), options));
-  groups.push_back(fully_shard(model, world_mesh(), options));
+    groups.push_back(fully_shard(*layer, FSDPMesh(dist::world()), options));
+  groups.push_back(fully_shard(model, FSDPMesh(dist::world()), options));
   return groups;
 }
 
@@ -133,7 +131,7 @@ TEST(FsdpStateMachine, ActivationCheckpointRecomputeArmsANestedGroup) {
   auto model = make_model(kVocab, 2, 7);
   nn::Module& layer = *model->decoder_layers()[0];
   nn::Module& up = child(layer, "up");
-  std::vector<FSDPModule> groups{fully_shard(up, world_mesh())};
+  std::vector<FSDPModule> groups{fully_shard(up, FSDPMesh(dist::world()))};
   for (const auto& g : shard(*model)) groups.push_back(g);
   layer.set_activation_checkpointing(true);
   std::string in_recompute;

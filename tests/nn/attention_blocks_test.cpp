@@ -16,7 +16,7 @@
 namespace tessel::nn {
 namespace {
 
-struct Case {
+struct BlockCase {
   std::string name;
   int64_t block = 3;
   std::optional<int64_t> window = std::nullopt;
@@ -43,7 +43,7 @@ Row random_row(uint64_t seed, bool documents) {
   return r;
 }
 
-AttentionBlockMask mask_of(const Case& c, const Row& r, int64_t q0, int64_t k0, int64_t len) {
+AttentionBlockMask mask_of(const BlockCase& c, const Row& r, int64_t q0, int64_t k0, int64_t len) {
   AttentionBlockMask m;
   m.query_start = q0;
   m.key_start = k0;
@@ -55,10 +55,10 @@ AttentionBlockMask mask_of(const Case& c, const Row& r, int64_t q0, int64_t k0, 
   return m;
 }
 
-class AttentionBlocks : public ::testing::TestWithParam<Case> {};
+class AttentionBlocks : public ::testing::TestWithParam<BlockCase> {};
 
 TEST_P(AttentionBlocks, MatchWholeRowForwardAndBackward) {
-  const Case c = GetParam();
+  const BlockCase c = GetParam();
   const Row r = random_row(42, c.documents);
   // The whole-row reference and its gradients.
   at::Tensor q = r.q.clone().requires_grad_(), k = r.k.clone().requires_grad_(), v = r.v.clone().requires_grad_();
@@ -106,15 +106,16 @@ TEST_P(AttentionBlocks, MatchWholeRowForwardAndBackward) {
   EXPECT_TRUE(at::allclose(dv, v.grad(), 1e-11, 1e-12)) << "dv max diff " << (dv - v.grad()).abs().max().item<double>();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, AttentionBlocks,
-    ::testing::Values(Case{"causal_blocks_of_3"}, Case{"causal_blocks_of_4", 4}, Case{"one_block", 12},
-                      Case{"window_5", 3, 5}, Case{"window_2_blocks_of_4", 4, 2}, Case{"softcap", 3, std::nullopt, 2.0},
-                      Case{"documents", 3, std::nullopt, std::nullopt, true},
-                      Case{"everything", 2, 4, 1.5, true},
-                      Case{"one_kv_head_per_run", 3, std::nullopt, std::nullopt, false, 1},
-                      Case{"everything_one_kv_head_per_run", 2, 4, 1.5, true, 1}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionBlocks,
+                         ::testing::Values(BlockCase{"causal_blocks_of_3"}, BlockCase{"causal_blocks_of_4", 4},
+                                           BlockCase{"one_block", 12}, BlockCase{"window_5", 3, 5},
+                                           BlockCase{"window_2_blocks_of_4", 4, 2},
+                                           BlockCase{"softcap", 3, std::nullopt, 2.0},
+                                           BlockCase{"documents", 3, std::nullopt, std::nullopt, true},
+                                           BlockCase{"everything", 2, 4, 1.5, true},
+                                           BlockCase{"one_kv_head_per_run", 3, std::nullopt, std::nullopt, false, 1},
+                                           BlockCase{"everything_one_kv_head_per_run", 2, 4, 1.5, true, 1}),
+                         [](const auto& info) { return info.param.name; });
 
 // One block holding the whole row: its lse is the final one, so backward may
 // take the forward's kept probabilities instead of recomputing them, and must
@@ -125,7 +126,7 @@ TEST(AttentionBlocksKeptProbabilities, BackwardTakesThemAndMatchesTheWholeRow) {
   const at::Tensor ref = causal_attention(q, k, v, kScale, 9, std::nullopt, r.documents);
   (ref * r.dout).sum().backward();
 
-  const Case c{"whole_row", T, 9, std::nullopt, true};
+  const BlockCase c{"whole_row", T, 9, std::nullopt, true};
   const auto m = mask_of(c, r, 0, 0, T);
   const AttentionScoring scoring{kScale, std::nullopt};
   const auto res = attention_block_forward(r.q, r.k, r.v, m, scoring, kDefaultScoreBytesBudget, /*keep=*/true);
@@ -152,7 +153,7 @@ TEST(AttentionBlocksKeptProbabilities, BackwardTakesThemAndMatchesTheWholeRow) {
 
 TEST(AttentionBlocksKeptProbabilities, NotKeptWithSoftcapOrHeadsInSeveralRuns) {
   const Row r = random_row(5, false);
-  const Case c{"whole_row", T};
+  const BlockCase c{"whole_row", T};
   const auto m = mask_of(c, r, 0, 0, T);
   EXPECT_FALSE(attention_block_forward(r.q, r.k, r.v, m, {kScale, 2.0}, kDefaultScoreBytesBudget, true)
                    .probabilities.defined())

@@ -15,16 +15,14 @@
 namespace tessel::nn {
 namespace {
 
-const auto kF64 = at::TensorOptions().dtype(at::kDouble);
-
 // h = x + w2(tanh(w1(x) * gain)), with an integer side input like position ids.
 class Block : public Module {
  public:
   Block() : Module("Block") {
-    w1 = register_module("w1", std::make_shared<Linear>(4, 6, true, kF64));
-    w2 = register_module("w2", std::make_shared<Linear>(6, 4, false, kF64));
+    w1 = register_module("w1", std::make_shared<Linear>(4, 6, true, at::kDouble));
+    w2 = register_module("w2", std::make_shared<Linear>(6, 4, false, at::kDouble));
     auto gen = at::detail::createCPUGenerator(11);
-    for (auto& p : named_parameters()) p.value().set_data(at::randn(p.value().sizes(), gen, kF64));
+    for (auto& p : named_parameters()) p.value().set_data(at::randn(p.value().sizes(), gen, at::kDouble));
   }
   std::shared_ptr<Linear> w1, w2;
   int forwards = 0;
@@ -47,7 +45,7 @@ Grads run(bool checkpoint, bool input_requires_grad) {
   auto block = std::make_shared<Block>();
   block->set_activation_checkpointing(checkpoint);
   auto gen = at::detail::createCPUGenerator(12);
-  at::Tensor x = at::randn({2, 3, 4}, gen, kF64);
+  at::Tensor x = at::randn({2, 3, 4}, gen, at::kDouble);
   if (input_requires_grad) x.requires_grad_(true);
   at::Tensor pos = at::arange(3, at::kLong).unsqueeze(0).expand({2, 3});
   // Two checkpointed calls in a row, like two decoder layers.
@@ -99,7 +97,7 @@ TEST(ActivationCheckpointing, InnerHooksReplayWithRecomputeFlagOuterHooksRunOnce
     ++outer_post;
     return out;
   });
-  at::Tensor x = at::ones({1, 2, 4}, kF64).requires_grad_(true);
+  at::Tensor x = at::ones({1, 2, 4}, at::kDouble).requires_grad_(true);
   at::Tensor pos = at::zeros({1, 2}, at::kLong);
   at::Tensor y = block->call(Tensors{x, pos})[0];
   EXPECT_EQ(inner_pre, std::vector<bool>{false});
@@ -114,7 +112,7 @@ TEST(ActivationCheckpointing, InnerHooksReplayWithRecomputeFlagOuterHooksRunOnce
 
   // dy/dx through the hooked computation, by hand: y = x + 3 * w2(tanh(w1 x)).
   auto w1 = block->w1->weight(), b1 = block->w1->bias(), w2 = block->w2->weight();
-  at::Tensor a = at::linear(at::ones({4}, kF64), w1, b1);
+  at::Tensor a = at::linear(at::ones({4}, at::kDouble), w1, b1);
   at::Tensor d = (1 - a.tanh().pow(2));                       // [6]
   at::Tensor want = 1 + 3 * (w2.sum(0) * d).matmul(w1);       // [4]
   EXPECT_TRUE(at::allclose(x.grad()[0][0], want.detach(), 1e-12, 1e-12));
@@ -124,7 +122,7 @@ TEST(ActivationCheckpointing, NoRecomputeWithoutGradMode) {
   auto block = std::make_shared<Block>();
   block->set_activation_checkpointing(true);
   at::NoGradGuard no_grad;
-  block->call(Tensors{at::ones({1, 2, 4}, kF64), at::zeros({1, 2}, at::kLong)});
+  block->call(Tensors{at::ones({1, 2, 4}, at::kDouble), at::zeros({1, 2}, at::kLong)});
   EXPECT_EQ(block->forwards, 1);
 }
 

@@ -13,13 +13,10 @@
 
 #include "nn/attention.h"
 #include "nn/library_attention.h"
+#include "support/tensor_close.h"
 
 namespace tessel::nn {
 namespace {
-
-void expect_close(const at::Tensor& got, const at::Tensor& want, double tol, const std::string& what) {
-  EXPECT_TRUE(at::allclose(got, want, tol, tol)) << what << " max diff " << (got - want).abs().max().item<double>();
-}
 
 TEST(LibraryAttention, AvailableExactlyFromLibtorch25) {
   EXPECT_EQ(library_attention_available(),
@@ -54,10 +51,10 @@ void check_against_reference(at::ScalarType dtype, int64_t T, double tol,
   const at::Tensor out = library_causal_attention(lq.transpose(1, 2), lk.transpose(1, 2),
                                                   lv.transpose(1, 2), scale, window, docs);
   out.backward(dout);
-  expect_close(out, ref, tol, "out");
-  expect_close(lq.grad(), q.grad(), tol, "dq");
-  expect_close(lk.grad(), k.grad(), tol, "dk");
-  expect_close(lv.grad(), v.grad(), tol, "dv");
+  test_support::expect_allclose(out, ref, tol, "out");
+  test_support::expect_allclose(lq.grad(), q.grad(), tol, "dq");
+  test_support::expect_allclose(lk.grad(), k.grad(), tol, "dk");
+  test_support::expect_allclose(lv.grad(), v.grad(), tol, "dv");
 }
 
 TEST(LibraryAttention, MatchesCausalAttentionInFloat64) { check_against_reference(at::kDouble, 37, 1e-10); }

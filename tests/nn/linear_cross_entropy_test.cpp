@@ -49,7 +49,7 @@ Sums fused(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor&
   return {loss.detach(), h.grad(), w.grad()};
 }
 
-void expect_close(const at::Tensor& got, const at::Tensor& want, double tolerance, const std::string& what) {
+void expect_close_to_scale(const at::Tensor& got, const at::Tensor& want, double tolerance, const std::string& what) {
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
   const double scale = std::max(1.0, want.abs().max().item<double>());
   const double error = (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
@@ -73,9 +73,9 @@ TEST(LinearCrossEntropy, EqualsTheSumOverTheWholeLogitsInFloat64) {
     for (const int64_t block : {1, 5, 37, 0}) {
       const std::string what = "block " + std::to_string(block) + (cap ? ", softcap 2.5" : "");
       const Sums got = fused(hidden, weight, labels, cap, block);
-      expect_close(got.loss, want.loss, 1e-12, what + ": loss");
-      expect_close(got.grad_hidden, want.grad_hidden, 1e-12, what + ": d hidden");
-      expect_close(got.grad_weight, want.grad_weight, 1e-12, what + ": d weight");
+      expect_close_to_scale(got.loss, want.loss, 1e-12, what + ": loss");
+      expect_close_to_scale(got.grad_hidden, want.grad_hidden, 1e-12, what + ": d hidden");
+      expect_close_to_scale(got.grad_weight, want.grad_weight, 1e-12, what + ": d weight");
     }
   }
 }
@@ -114,10 +114,10 @@ TEST(LinearCrossEntropy, PerRowLossesUnderPerRowGradients) {
       const at::Tensor got = linear_cross_entropy_rows(fh, fw, labels, kIgnore, cap, temperature, block);
       EXPECT_EQ(got.sizes(), labels.sizes()) << what;
       (got * upstream).sum().backward();
-      expect_close(got.detach(), want.detach(), 1e-12, what + ": rows");
+      expect_close_to_scale(got.detach(), want.detach(), 1e-12, what + ": rows");
       EXPECT_EQ(got[1][2].item<double>(), 0.0) << what << ": an ignored row";
-      expect_close(fh.grad(), h.grad(), 1e-12, what + ": d hidden");
-      expect_close(fw.grad(), w.grad(), 1e-12, what + ": d weight");
+      expect_close_to_scale(fh.grad(), h.grad(), 1e-12, what + ": d hidden");
+      expect_close_to_scale(fw.grad(), w.grad(), 1e-12, what + ": d weight");
     }
   }
 }
@@ -133,9 +133,9 @@ TEST(LinearCrossEntropy, Float32IsFloat64RoundedAndTheScaleOfTheUpstreamGradient
   const at::Tensor loss = linear_cross_entropy_sum(h, w, labels, kIgnore, std::nullopt, 1.0, 16);
   EXPECT_EQ(loss.scalar_type(), at::kFloat);
   (loss * 0.25).backward();  // as the objective divides by the global count
-  expect_close(loss, want.loss, 1e-5, "float32 loss");
-  expect_close(h.grad(), want.grad_hidden * 0.25, 1e-5, "float32 d hidden");
-  expect_close(w.grad(), want.grad_weight * 0.25, 1e-5, "float32 d weight");
+  expect_close_to_scale(loss, want.loss, 1e-5, "float32 loss");
+  expect_close_to_scale(h.grad(), want.grad_hidden * 0.25, 1e-5, "float32 d hidden");
+  expect_close_to_scale(w.grad(), want.grad_weight * 0.25, 1e-5, "float32 d weight");
 }
 
 TEST(LinearCrossEntropy, EveryRowIgnoredGivesZeroAndZeroGradients) {

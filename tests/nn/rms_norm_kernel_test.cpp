@@ -7,6 +7,7 @@
 
 #include "nn/rms_norm.h"
 #include "nn/rms_norm_kernel.h"
+#include "support/tensor_close.h"
 
 namespace tessel::nn {
 namespace {
@@ -14,11 +15,6 @@ namespace {
 at::Tensor reference(const at::Tensor& x, const at::Tensor& w, double eps, bool offset) {
   const at::Tensor normed = x * at::rsqrt(x.pow(2).mean({-1}, true) + eps);
   return offset ? normed * (w + 1.0) : w * normed;
-}
-
-void expect_close(const at::Tensor& got, const at::Tensor& want, double tol, const char* what) {
-  EXPECT_TRUE(at::allclose(got.to(at::kDouble), want, tol, tol))
-      << what << " max diff " << (got.to(at::kDouble) - want).abs().max().item<double>();
 }
 
 class RmsNormKernel : public ::testing::TestWithParam<bool> {};
@@ -36,9 +32,10 @@ TEST_P(RmsNormKernel, MatchesCompositionForwardAndBackward) {
   at::Tensor x64 = x.detach().to(at::kDouble).requires_grad_(), w64 = w.detach().to(at::kDouble).requires_grad_();
   const at::Tensor ref = reference(x64, w64, 1e-5, offset);
   ref.backward(dy.to(at::kDouble));
-  expect_close(y, ref, 2e-6, "y");
-  expect_close(x.grad(), x64.grad(), 1e-4, "dx");  // dx scales as 1/rms: large for the small rows
-  expect_close(w.grad(), w64.grad(), 1e-5, "dw");
+  test_support::expect_allclose(y.to(at::kDouble), ref, 2e-6, "y");
+  test_support::expect_allclose(x.grad().to(at::kDouble), x64.grad(), 1e-4,
+                                "dx");  // dx scales as 1/rms: large for the small rows
+  test_support::expect_allclose(w.grad().to(at::kDouble), w64.grad(), 1e-5, "dw");
 }
 
 INSTANTIATE_TEST_SUITE_P(Styles, RmsNormKernel, ::testing::Values(false, true),

@@ -1,8 +1,8 @@
 // Where the test data of the source tree is: $TESSEL_SOURCE_DIR, which ctest
 // sets (tests/CMakeLists.txt), else the tree this header was compiled from.
-// Not __FILE__ in each test: ccache's base directory (CMakeLists.txt) turns
-// __FILE__ into a path relative to the build folder, so that a fresh clone
-// elsewhere reuses the cached objects.
+// Not __FILE__ in each test: the build (tests/CMakeLists.txt) and ccache's
+// base directory (CMakeLists.txt) make __FILE__ a path relative to the build
+// folder, so that a fresh clone elsewhere reuses the cached objects.
 #pragma once
 
 #include <cstdlib>
@@ -14,8 +14,8 @@ inline std::filesystem::path source_tree() {
   if (const char* dir = std::getenv("TESSEL_SOURCE_DIR"); dir != nullptr && *dir != '\0') {
     return dir;
   }
-  // tests/support/source_tree.h -> the root; relative to the current folder
-  // when ccache rewrote the path (run the test binary from its build folder).
+  // tests/support/source_tree.h -> the root, relative to the build folder
+  // (run the test binary from there).
   return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
 }
 

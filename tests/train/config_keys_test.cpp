@@ -242,7 +242,7 @@ TEST(ConfigKeys, EveryAcceptedKeyIsRead) {
       SCOPED_TRACE(path);
       const auto it = probes().find(path);
       if (it == probes().end()) {
-        ADD_FAILURE() << path << " is accepted but has no probe in " << __FILE__
+        ADD_FAILURE() << path << " is accepted but has no probe in tests/train/config_keys_test.cpp"
                       << ": make tessel read it (or refuse the values it cannot honour), then "
                          "add a probe showing that";
         continue;

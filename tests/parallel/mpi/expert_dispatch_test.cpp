@@ -50,14 +50,14 @@ at::Tensor rank_tokens(int rank, int64_t n) {
   return (at::randn({n, kHidden}, gen, at::TensorOptions().dtype(at::kDouble)) + 0.3).set_requires_grad(true);
 }
 
-struct Case {
+struct DispatchCase {
   std::string name;
   bool normalize;
   bool skewed;
   bool rank1_empty;
 };
 
-void check_case(const Case& c) {
+void check_case(const DispatchCase& c) {
   dist::CommunicatorPtr w = dist::world();
   const int ep = w->size(), me = w->rank();
   const int64_t local = kExperts / ep;
@@ -112,8 +112,9 @@ void check_case(const Case& c) {
 }
 
 TEST(ExpertDispatch, MatchesTheWholeBlockOnEveryRank) {
-  for (const Case& c : {Case{"plain", false, false, false}, Case{"normalized", true, false, false},
-                        Case{"skewed", true, true, false}, Case{"rank1_without_tokens", false, true, true}}) {
+  for (const DispatchCase& c :
+       {DispatchCase{"plain", false, false, false}, DispatchCase{"normalized", true, false, false},
+        DispatchCase{"skewed", true, true, false}, DispatchCase{"rank1_without_tokens", false, true, true}}) {
     check_case(c);
   }
 }

@@ -72,7 +72,7 @@ class Packed : public nn::Module {
 
 enum class In { Full, ShardLast, ShardSeq, Ids };
 
-struct Case {
+struct StyleCase {
   std::string style;
   std::function<std::shared_ptr<nn::Module>()> make;
   std::vector<std::pair<std::string, std::string>> plan;  // relative to the root
@@ -88,10 +88,10 @@ std::shared_ptr<nn::Module> norm() {
   return std::make_shared<nn::RMSNorm>(8, 1e-6, nn::RMSNormStyle::Llama, kF);
 }
 
-std::vector<Case> cases() {
+std::vector<StyleCase> cases() {
   const Layout R = Layout::replicate(), S = Layout::shard(-1), Seq = Layout::shard(1), P = Layout::partial();
   auto one = [](const char* s) { return std::vector<std::pair<std::string, std::string>>{{"m", s}}; };
-  std::vector<Case> c;
+  std::vector<StyleCase> c;
   c.push_back({"colwise", [] { return linear(8, 6); }, one("colwise"), In::Full, S});
   c.push_back({"colwise (embedding, hidden-sharded)", embedding, one("colwise"), In::Ids, S, false});
   c.push_back({"rowwise", [] { return linear(6, 8); }, one("rowwise"), In::ShardLast, R, true, 6});
@@ -117,14 +117,14 @@ std::vector<Case> cases() {
   return c;
 }
 
-std::shared_ptr<Wrap> make_root(const Case& c) {
+std::shared_ptr<Wrap> make_root(const StyleCase& c) {
   auto root = std::make_shared<Wrap>(c.make());
   nn::assign_module_paths(*root);
   init_params(*root, 17);
   return root;
 }
 
-void run_case(const Case& c, const dist::CommunicatorPtr& g) {
+void run_case(const StyleCase& c, const dist::CommunicatorPtr& g) {
   SCOPED_TRACE(c.style);
   auto ref = make_root(c);
   auto tp = make_root(c);

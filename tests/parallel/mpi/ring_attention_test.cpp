@@ -19,7 +19,7 @@
 namespace tessel::parallel {
 namespace {
 
-struct Case {
+struct RingCase {
   std::string name;
   at::ScalarType dtype = at::kDouble;
   std::optional<int64_t> window = std::nullopt;
@@ -32,7 +32,7 @@ struct Case {
 struct Row {
   at::Tensor q, k, v, dout, documents;
 };
-Row random_row(int cp, int64_t chunk, const Case& c) {
+Row random_row(int cp, int64_t chunk, const RingCase& c) {
   at::Generator g = at::detail::createCPUGenerator(1234);
   const int64_t B = 2, Hq = 6, Hkv = 2, D = 8, T = 2 * cp * chunk;
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
@@ -56,7 +56,7 @@ Row random_row(int cp, int64_t chunk, const Case& c) {
   return r;
 }
 
-void check_against_whole_row(const dist::CommunicatorPtr& cp, int64_t chunk, const Case& c) {
+void check_against_whole_row(const dist::CommunicatorPtr& cp, int64_t chunk, const RingCase& c) {
   const Row r = random_row(cp->size(), chunk, c);
   const double scale = 0.3;
   at::Tensor q = r.q.clone().requires_grad_(), k = r.k.clone().requires_grad_(), v = r.v.clone().requires_grad_();
@@ -86,7 +86,7 @@ void check_against_whole_row(const dist::CommunicatorPtr& cp, int64_t chunk, con
   EXPECT_EQ(stats->shifts, n == 1 ? 0 : 3 * n - 2) << what;
 }
 
-const Case kCases[] = {
+const RingCase kCases[] = {
     {"causal_gqa"},
     {"window_inside_a_chunk", at::kDouble, 3},
     {"window_across_chunks", at::kDouble, 13},
@@ -98,7 +98,7 @@ const Case kCases[] = {
 };
 
 TEST(RingAttentionMpi, WholeWorldMatchesWholeRow) {
-  for (const Case& c : kCases) check_against_whole_row(dist::world(), 5, c);
+  for (const RingCase& c : kCases) check_against_whole_row(dist::world(), 5, c);
 }
 
 TEST(RingAttentionMpi, SubGroupsRunTheirOwnRings) {
@@ -106,7 +106,7 @@ TEST(RingAttentionMpi, SubGroupsRunTheirOwnRings) {
   if (world->size() < 4) GTEST_SKIP() << "needs 4 ranks for two rings of 2";
   // Ranks {0,2} and {1,3}: the ring of each group only, next to the other.
   const dist::CommunicatorPtr cp = world->split(world->rank() % 2, world->rank(), "cp");
-  for (const Case& c : kCases) check_against_whole_row(cp, 4, c);
+  for (const RingCase& c : kCases) check_against_whole_row(cp, 4, c);
 }
 
 }  // namespace

@@ -56,19 +56,17 @@ std::string read_bytes(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-struct Case {
+struct ExportCase {
   const char* golden;  // tests/golden/<golden>, tests/golden/export/<golden>.json
   const char* layout;
   int tp = 1;
   int ep = 1;
 };
 
-const Case kCases[] = {
-    {"llama_tied", "FSDP 4"},          {"llama_tied", "TP 2 x FSDP 2", 2},
-    {"qwen2", "TP 2 x FSDP 2", 2},     {"qwen3_moe", "FSDP 4"},
-    {"qwen3_moe", "EP 2 x FSDP 2", 1, 2}, {"mixtral", "EP 2 x FSDP 2", 1, 2},
-    {"mistral", "FSDP 4"},             {"qwen3", "TP 2 x FSDP 2", 2},
-    {"gemma3", "FSDP 4"},
+const ExportCase kCases[] = {
+    {"llama_tied", "FSDP 4"}, {"llama_tied", "TP 2 x FSDP 2", 2},   {"qwen2", "TP 2 x FSDP 2", 2},
+    {"qwen3_moe", "FSDP 4"},  {"qwen3_moe", "EP 2 x FSDP 2", 1, 2}, {"mixtral", "EP 2 x FSDP 2", 1, 2},
+    {"mistral", "FSDP 4"},    {"qwen3", "TP 2 x FSDP 2", 2},        {"gemma3", "FSDP 4"},
 };
 
 class HfExport : public testing::TrainFixture {
@@ -104,13 +102,13 @@ class HfExport : public testing::TrainFixture {
     return dir;
   }
 
-  config::Config run_config(const fs::path& model, const Case& c) const {
+  config::Config run_config(const fs::path& model, const ExportCase& c) const {
     return make_config({"policy.model_name='" + model.string() + "'", "policy.dtensor_cfg._v2=true",
                         "policy.dtensor_cfg.tensor_parallel_size=" + std::to_string(c.tp),
                         "policy.dtensor_cfg.expert_parallel_size=" + std::to_string(c.ep)});
   }
 
-  static dist::DeviceMesh mesh_of(const Case& c) {
+  static dist::DeviceMesh mesh_of(const ExportCase& c) {
     dist::MeshSizes sizes = testing::moe_sizes(4, 1, c.ep);
     sizes.tp = c.tp;
     return testing::block_mesh(sizes);
@@ -177,7 +175,7 @@ class HfExport : public testing::TrainFixture {
 };
 
 TEST_F(HfExport, CheckpointsOfEveryLayoutExportAsTheModelTransformersComputes) {
-  for (const Case& c : kCases) {
+  for (const ExportCase& c : kCases) {
     const std::string what = std::string(c.golden) + " on " + c.layout;
     SCOPED_TRACE(what);
     const fs::path model = model_dir(c.golden);

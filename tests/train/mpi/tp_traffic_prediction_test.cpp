@@ -32,7 +32,7 @@ using testing::TrainFixture;
 
 class TpTrafficPrediction : public TrainFixture {};
 
-struct Case {
+struct TrafficCase {
   std::string preset;
   bool sequence_parallel = false;
   bool checkpointing = false;
@@ -50,9 +50,9 @@ int64_t counted_tp_bytes(const TrainResult& run) {
 TEST_F(TpTrafficPrediction, CountedTpBytesAreThePredictedOnes) {
   if (dist::world()->size() != 4) GTEST_SKIP() << "written for 4 ranks";
   constexpr int64_t kRows = 2, kTokens = 32, kMicroBatches = 2, kSteps = 2;
-  for (const Case& c : {Case{"tiny-llama", false, false}, Case{"tiny-llama", true, false},
-                        Case{"tiny-qwen3", true, false}, Case{"tiny-llama", false, true},
-                        Case{"tiny-qwen3-moe", false, false}}) {
+  for (const TrafficCase& c : {TrafficCase{"tiny-llama", false, false}, TrafficCase{"tiny-llama", true, false},
+                               TrafficCase{"tiny-qwen3", true, false}, TrafficCase{"tiny-llama", false, true},
+                               TrafficCase{"tiny-qwen3-moe", false, false}}) {
     SCOPED_TRACE(c.preset + (c.sequence_parallel ? " sp" : "") + (c.checkpointing ? " checkpointing" : ""));
     dist::MeshSizes sizes;
     sizes.world_size = 4;
