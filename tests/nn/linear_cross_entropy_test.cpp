@@ -24,8 +24,8 @@ struct Sums {
 };
 
 // Σ over valid rows of -log_softmax(cap(h · wᵀ))[label], by autograd.
-Sums reference(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
-               std::optional<double> cap) {
+Sums cross_entropy_reference(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                             std::optional<double> cap) {
   at::Tensor h = hidden.detach().clone().set_requires_grad(true);
   at::Tensor w = weight.detach().clone().set_requires_grad(true);
   at::Tensor logits = at::matmul(h, w.t());
@@ -69,7 +69,7 @@ TEST(LinearCrossEntropy, EqualsTheSumOverTheWholeLogitsInFloat64) {
   labels.index_put_({1, 0}, 36);  // the last column
   labels.index_put_({1, 1}, 0);   // the first
   for (const std::optional<double> cap : {std::optional<double>{}, std::optional<double>{2.5}}) {
-    const Sums want = reference(hidden, weight, labels, cap);
+    const Sums want = cross_entropy_reference(hidden, weight, labels, cap);
     for (const int64_t block : {1, 5, 37, 0}) {
       const std::string what = "block " + std::to_string(block) + (cap ? ", softcap 2.5" : "");
       const Sums got = fused(hidden, weight, labels, cap, block);
@@ -127,7 +127,7 @@ TEST(LinearCrossEntropy, Float32IsFloat64RoundedAndTheScaleOfTheUpstreamGradient
   const at::Tensor hidden = at::randn({33, 24}, at::kDouble);
   const at::Tensor weight = at::randn({101, 24}, at::kDouble) * 0.3;
   const at::Tensor labels = at::randint(0, 101, {33}, at::kLong);
-  const Sums want = reference(hidden, weight, labels, std::nullopt);
+  const Sums want = cross_entropy_reference(hidden, weight, labels, std::nullopt);
   at::Tensor h = hidden.to(at::kFloat).set_requires_grad(true);
   at::Tensor w = weight.to(at::kFloat).set_requires_grad(true);
   const at::Tensor loss = linear_cross_entropy_sum(h, w, labels, kIgnore, std::nullopt, 1.0, 16);

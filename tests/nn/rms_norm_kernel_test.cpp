@@ -12,7 +12,7 @@
 namespace tessel::nn {
 namespace {
 
-at::Tensor reference(const at::Tensor& x, const at::Tensor& w, double eps, bool offset) {
+at::Tensor rms_norm_reference(const at::Tensor& x, const at::Tensor& w, double eps, bool offset) {
   const at::Tensor normed = x * at::rsqrt(x.pow(2).mean({-1}, true) + eps);
   return offset ? normed * (w + 1.0) : w * normed;
 }
@@ -30,7 +30,7 @@ TEST_P(RmsNormKernel, MatchesCompositionForwardAndBackward) {
   y.backward(dy);
 
   at::Tensor x64 = x.detach().to(at::kDouble).requires_grad_(), w64 = w.detach().to(at::kDouble).requires_grad_();
-  const at::Tensor ref = reference(x64, w64, 1e-5, offset);
+  const at::Tensor ref = rms_norm_reference(x64, w64, 1e-5, offset);
   ref.backward(dy.to(at::kDouble));
   test_support::expect_allclose(y.to(at::kDouble), ref, 2e-6, "y");
   test_support::expect_allclose(x.grad().to(at::kDouble), x64.grad(), 1e-4,
@@ -62,7 +62,7 @@ TEST(RmsNormKernel, ModuleUsesKernelForFloat32Only) {
   norm.weight().detach().uniform_(0.5, 1.5);
   const at::Tensor x = at::randn({4, 8});
   const at::Tensor got = norm.call(x);
-  EXPECT_TRUE(at::allclose(got, reference(x, norm.weight().detach(), 1e-6, false), 1e-6, 1e-6));
+  EXPECT_TRUE(at::allclose(got, rms_norm_reference(x, norm.weight().detach(), 1e-6, false), 1e-6, 1e-6));
   EXPECT_TRUE(rms_norm_fp32_applies(x, norm.weight()));
   EXPECT_FALSE(rms_norm_fp32_applies(x.to(at::kDouble), norm.weight()));
   EXPECT_FALSE(rms_norm_fp32_applies(x.t(), norm.weight().narrow(0, 0, 4)));  // not contiguous

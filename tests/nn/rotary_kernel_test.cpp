@@ -11,7 +11,7 @@
 namespace tessel::nn {
 namespace {
 
-at::Tensor reference(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+at::Tensor rotary_reference(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const at::Tensor c = cos.dim() == 3 ? cos.unsqueeze(1) : cos, s = sin.dim() == 3 ? sin.unsqueeze(1) : sin;
   const int64_t half = x.size(-1) / 2;
   return x * c + at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1) * s;
@@ -39,7 +39,7 @@ TEST_P(RotaryKernel, MatchesCompositionForwardAndBackward) {
   EXPECT_EQ(dxt.strides(), xt.strides());
 
   at::Tensor x64 = x.detach().to(at::kDouble).requires_grad_();
-  const at::Tensor ref = reference(x64.transpose(1, 2), cos.to(at::kDouble), sin.to(at::kDouble));
+  const at::Tensor ref = rotary_reference(x64.transpose(1, 2), cos.to(at::kDouble), sin.to(at::kDouble));
   ref.backward(dy.to(at::kDouble));
   EXPECT_TRUE(at::allclose(y.to(at::kDouble), ref, 1e-6, 1e-6)) << (y.to(at::kDouble) - ref).abs().max();
   EXPECT_TRUE(at::allclose(x.grad().to(at::kDouble), x64.grad(), 1e-6, 1e-6))
