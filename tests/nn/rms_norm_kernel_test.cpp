@@ -33,8 +33,8 @@ TEST_P(RmsNormKernel, MatchesCompositionForwardAndBackward) {
   const at::Tensor ref = rms_norm_reference(x64, w64, 1e-5, offset);
   ref.backward(dy.to(at::kDouble));
   test_support::expect_allclose(y.to(at::kDouble), ref, 2e-6, "y");
-  test_support::expect_allclose(x.grad().to(at::kDouble), x64.grad(), 1e-4,
-                                "dx");  // dx scales as 1/rms: large for the small rows
+  // dx scales as 1/rms: large for the small rows.
+  test_support::expect_allclose(x.grad().to(at::kDouble), x64.grad(), 1e-4, "dx");
   test_support::expect_allclose(w.grad().to(at::kDouble), w64.grad(), 1e-5, "dw");
 }
 
