@@ -26,7 +26,9 @@
 # Usage: bench/gpu/run.sh BUILD_DIR [seq] [micro_batch] [steps]
 #   (BUILD_DIR: a CUDA build, e.g. build/device from scripts/device/gpu_check.sh)
 # Dry run on a CPU: CONFIG=bench/configs/llama-31m/config.json DEVICE=cpu
-# PEERS=0 bench/gpu/run.sh build/ci 64 2 4 (the tessel side and the summary).
+# bench/gpu/run.sh build/ci 64 2 4 (both sides and the summary; the peer
+# runs on gloo and needs a python3 with torch and transformers, as the GPU
+# machine has: PEERS=0 leaves it out).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${1:?usage: bench/gpu/run.sh BUILD_DIR [seq] [micro_batch] [steps]}
@@ -108,7 +110,7 @@ done
 peers=(eager compiled)
 [[ ${PEERS:-1} == 0 ]] && peers=()
 for mode in "${peers[@]}"; do
-  flags=(--config "$config" --seq "$seq" --batch "$batch" --steps "$steps")
+  flags=(--config "$config" --seq "$seq" --batch "$batch" --steps "$steps" --device "${DEVICE:-cuda}")
   [[ $mode == compiled ]] && flags+=(--compile)
   [[ ${MAX_BATCH:-0} == 1 ]] && flags+=(--max-batch --max-batch-limit "${MAX_BATCH_LIMIT:-64}")
   line=$(python3 "$root/bench/gpu/peer_fsdp2.py" "${flags[@]}" 2>"$out/pytorch_$mode.log" | tail -n 1)
@@ -130,7 +132,8 @@ for mine, prefix in ((t, ""), (r.get("tessel_fused_head"), "fused_head_"), (r.ge
     for name, peer in (("eager", e), ("compiled", c)):
         if peer:
             summary[f"{prefix}tokens_per_s_vs_{name}"] = mine["tokens_per_s"] / peer["tokens_per_s"]
-            summary[f"{prefix}peak_memory_vs_{name}"] = mine["peak_device_bytes"] / peer["peak_device_bytes"]
+            if mine["peak_device_bytes"] and peer["peak_device_bytes"]:  # none on a CPU dry run
+                summary[f"{prefix}peak_memory_vs_{name}"] = mine["peak_device_bytes"] / peer["peak_device_bytes"]
             if "largest_micro_batch" in mine and "largest_micro_batch" in peer:
                 summary[f"{prefix}largest_batch_vs_{name}"] = mine["largest_micro_batch"] / peer["largest_micro_batch"]
 print(json.dumps({"summary": summary}))

@@ -7,7 +7,8 @@
 # their files), so a package missing from debs.txt fails here, not there.
 # The GPU tests skip (no device) and `tessel train` runs on the CPU; the
 # build, the launches and the summary run for real. Needs root (unshare).
-# Usage: bash scripts/device/dry_run.sh        (OUT: where the logs go, default .device/dry-run)
+# Usage: bash scripts/device/dry_run.sh        (OUT: where the logs go, default .device/dry-run;
+#        TESSEL_CHECK_BENCH=1 adds bench/gpu/run.sh, both sides, at a small shape)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -22,6 +23,19 @@ if [[ ! -f $extras/nvidia/cusparselt/lib/libcusparseLt.so.0 ]]; then
     nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 "nvidia-cufile==1.15.1.6.*"
 fi
 [[ -d .device/debs ]] || bash scripts/device/prepare.sh
+# With TESSEL_CHECK_BENCH=1 the benchmark runs too, both sides, on the CPU
+# at a small shape (llama-31m, seq 64): PyTorch's side under the GPU
+# machine's versions (torch 2.11 from the wheel above, transformers 5.17 as
+# its image lists it, installed here once).
+bench_python=
+if [[ ${TESSEL_CHECK_BENCH:-0} == 1 ]]; then
+  peer_site=$HOME/.cache/tessel/peer-site
+  [[ -d $peer_site/transformers ]] || python3 -m pip install -q --disable-pip-version-check --target "$peer_site" \
+    "transformers==${TESSEL_PEER_TRANSFORMERS_VERSION:-5.17.0}" numpy
+  bench_python=$torch:$peer_site
+  export CONFIG=${CONFIG:-$root/bench/configs/llama-31m/config.json} TESSEL_CHECK_BENCH_SHAPE=${TESSEL_CHECK_BENCH_SHAPE:-64 2 4}
+  export TESSEL_CHECK_BENCH_LIMIT=${TESSEL_CHECK_BENCH_LIMIT:-1800}
+fi
 mapfile -t packages < <(grep -v -E '^\s*(#|$)' scripts/device/debs.txt)
 hide=$(mktemp)
 # Their regular files (links lead to them; folders stay, shared with others).
@@ -39,7 +53,8 @@ exec unshare --mount --propagation private bash -c '
   set -e
   while read -r f; do mount --bind /dev/null "$f"; done <"$1"
   export LD_LIBRARY_PATH=$2 TESSEL_CHECK_TORCH=$3 TESSEL_CHECK_DEPS=/tmp/tessel-deps-dry PATH=/usr/local/cuda/bin:$PATH
+  [[ -z $4 ]] || export PYTHONPATH=$4
   export TESSEL_CHECK_BUILD_LIMIT=${TESSEL_CHECK_BUILD_LIMIT:-7200}  # two cores, not sixteen
   export TESSEL_CHECK_DEVICE=cpu  # no GPU here: the trains check the launch on the CPU
   bash scripts/device/gpu_check.sh
-' dry_run "$hide" "$cuda_libs" "$torch/torch"
+' dry_run "$hide" "$cuda_libs" "$torch/torch" "$bench_python"

@@ -16,7 +16,9 @@
 # TESSEL_CHECK_SKIP_BUILD=1 (reuse build/device), TESSEL_CHECK_SANITIZE=0 (leave
 # out compute-sanitizer's memcheck and racecheck of tessel's kernels, which
 # run where it is installed and a GPU is present), TESSEL_CHECK_BENCH=1 (also
-# bench/gpu/run.sh, issue 40: tessel against PyTorch FSDP2), TESSEL_CHECK_PROFILE=1
+# bench/gpu/run.sh, issue 40: tessel against PyTorch FSDP2; TESSEL_CHECK_BENCH_SHAPE
+# "seq micro_batch steps", default "2048 4 8", TESSEL_CHECK_BENCH_LIMIT seconds,
+# default 300, and run.sh's own CONFIG), TESSEL_CHECK_PROFILE=1
 # (also bench/gpu/profile.sh: each side's step under ncu, where the time
 # goes), TESSEL_CHECK_BUILD_LIMIT
 # (seconds, default 360: a 16-core machine's build; the dry run on 2 cores
@@ -133,7 +135,9 @@ if ((built)); then
     --nproc 4 --mpirun "$mpirun" "logger.log_dir=$out/train_np4_logs" --no-print-config
   # Issue 40's side-by-side benchmark against PyTorch FSDP2, when asked for.
   if [[ ${TESSEL_CHECK_BENCH:-0} == 1 ]]; then
-    phase bench 300 bench.log env OUT="$out/bench" bash "$root/bench/gpu/run.sh" "$build" 2048 4 8
+    # shellcheck disable=SC2086 # the shape is three words: seq, micro batch, steps
+    phase bench "${TESSEL_CHECK_BENCH_LIMIT:-300}" bench.log env OUT="$out/bench" DEVICE="$device" \
+      bash "$root/bench/gpu/run.sh" "$build" ${TESSEL_CHECK_BENCH_SHAPE:-2048 4 8}
   fi
   if [[ ${TESSEL_CHECK_PROFILE:-0} == 1 ]]; then
     phase profile 240 profile.log env OUT="$out/profile" bash "$root/bench/gpu/profile.sh" "$build" 2048 4
