@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+
+#include <fmt/format.h>
 
 #include "dist/mpi_c.h"
 #include "dist/watchdog.h"
@@ -83,7 +86,20 @@ void CollectiveWatch::loop() {
     // first one not finished is the one to time.
     const auto now = std::chrono::steady_clock::now();
     for (auto it = watched_.begin(); it != watched_.end();) {
-      if (it->done->query()) {
+      bool done = false;
+      try {
+        done = it->done->query();
+      } catch (const std::exception& e) {
+        // A device's sticky error (an illegal address in any kernel) surfaces
+        // in the next call to its runtime, which may be this one: the job ends
+        // with its text instead of std::terminate on this thread.
+        std::string problem = fmt::format("collective {} on group '{}' failed on the device: {}",
+                                          it->collective, it->group, e.what());
+        lock.unlock();
+        endings_.failed(problem);
+        return;
+      }
+      if (done) {
         it = watched_.erase(it);
         continue;
       }

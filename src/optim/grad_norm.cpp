@@ -10,8 +10,11 @@
 namespace tessel::optim {
 
 namespace {
-// Elements converted to fp64 at a time (2 MiB).
-constexpr int64_t kFp64ChunkElements = int64_t{1} << 18;
+// Elements converted to fp64 at a time: 2 MiB on the CPU; 32 MiB on a
+// device, where each chunk costs kernel launches (a billion parameters are
+// ~300 chunks there, not ~5,000).
+constexpr int64_t kHostFp64ChunkElements = int64_t{1} << 18;
+constexpr int64_t kDeviceFp64ChunkElements = int64_t{1} << 22;
 }  // namespace
 
 double global_grad_norm(const std::vector<GradShardSet>& sets) {
@@ -23,6 +26,10 @@ double global_grad_norm(const std::vector<GradShardSet>& sets) {
     // others converted a chunk at a time (never an fp64 copy of a whole
     // gradient, twice its size, only of one chunk).
     double local = 0.0;
+    // The chunks' sums stay where the gradient is and are read once per set:
+    // on a device each read is a host sync, which per chunk would stall the
+    // launch queue thousands of times a step.
+    at::Tensor chunk_sums;
     for (const at::Tensor& g : set.grads) {
       if (!g.defined() || g.numel() == 0) continue;
       if (g.scalar_type() == at::kFloat && g.device().is_cpu() && g.is_contiguous()) {
@@ -30,11 +37,18 @@ double global_grad_norm(const std::vector<GradShardSet>& sets) {
         continue;
       }
       const at::Tensor flat = g.reshape({-1});
-      for (int64_t begin = 0; begin < flat.numel(); begin += kFp64ChunkElements) {
-        const at::Tensor c = flat.narrow(0, begin, std::min(kFp64ChunkElements, flat.numel() - begin)).to(at::kDouble);
-        local += at::dot(c, c).item<double>();
+      const int64_t chunk = g.device().is_cpu() ? kHostFp64ChunkElements : kDeviceFp64ChunkElements;
+      for (int64_t begin = 0; begin < flat.numel(); begin += chunk) {
+        const at::Tensor c = flat.narrow(0, begin, std::min(chunk, flat.numel() - begin)).to(at::kDouble);
+        const at::Tensor sum = at::dot(c, c);
+        if (!chunk_sums.defined()) {
+          chunk_sums = sum;
+        } else {
+          chunk_sums.add_(sum.to(chunk_sums.device()));
+        }
       }
     }
+    if (chunk_sums.defined()) local += chunk_sums.item<double>();
     at::Tensor sum_sq = at::full({1}, local, at::kDouble);
     for (const auto& group : set.sharded_over) {
       if (group && group->size() > 1) group->all_reduce(sum_sq, dist::ReduceOp::Sum);

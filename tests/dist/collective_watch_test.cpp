@@ -1,13 +1,14 @@
 // The watch over device collectives (dist/collective_watch.h): a collective
 // whose end event has not passed by its deadline ends the job naming it; one
-// that finished is forgotten; a health check's complaint ends the job with
-// its message. The endings are the test's own here, recording instead of
+// that finished is forgotten; a health check's complaint, or an error of the
+// device while the watch asks it, ends the job with its message. The endings are the test's own here, recording instead of
 // aborting.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -90,6 +91,23 @@ TEST(CollectiveWatch, AHealthCheckComplaintEndsTheJobWithItsMessage) {
   }
   broken = true;
   EXPECT_EQ(wait_for_ending(ended), "NCCL error on group 'tp'");
+}
+
+// An event whose query fails, as a CUDA event does once a kernel has hit a
+// sticky error: the watch thread must end the job with the error's text.
+class FailingEvent : public device::Event {
+ public:
+  bool query() override { throw std::runtime_error("cudaEventQuery failed: an illegal memory access"); }
+  void synchronize() override {}
+};
+
+TEST(CollectiveWatch, ADeviceErrorWhileWatchingEndsTheJobWithItsText) {
+  Ended ended;
+  CollectiveWatch watch(recording(ended), 2ms);
+  watch.watch("all_reduce", "dp_replicate (ranks 0,2)", 10s, std::make_shared<FailingEvent>());
+  EXPECT_EQ(wait_for_ending(ended),
+            "collective all_reduce on group 'dp_replicate (ranks 0,2)' failed on the device: "
+            "cudaEventQuery failed: an illegal memory access");
 }
 
 }  // namespace

@@ -2,12 +2,15 @@
 // as data: issue makes the communication stream wait for the computation so
 // far, launches there and marks the end; wait() makes the compute stream wait
 // for that end without blocking the host; the tensors live as long as the
-// Work; the stall a wait caused is counted once both events have passed.
+// Work; the stall a wait caused is counted once both events have passed, and
+// passed stalls are let go even where nothing reads the total.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +90,29 @@ TEST(StreamOrderedWork, AWaitCountsTheComputeStreamsStallOnceBothEventsHavePasse
   early->wait();
   for (auto& e : streams.events) e->passed = true;
   EXPECT_NEAR(caller_wait_seconds() - before, 0.020, 1e-12);
+}
+
+TEST(StreamOrderedWork, PassedStallsAreCountedAndDroppedWithoutAReader) {
+  // A command that never reads comm_wait_s (generation) must not keep every
+  // wait's events: once enough are pending, the passed ones are counted and
+  // let go, and the total still counts each one once.
+  const double before = caller_wait_seconds();
+  auto events = std::make_shared<int>(0);  // stands for the events a stall holds
+  constexpr int kWaits = 5000;
+  for (int i = 0; i < kWaits; ++i) {
+    add_stream_wait([events]() -> std::optional<double> { return 0.001; });
+  }
+  EXPECT_LT(events.use_count(), 1 + 2048) << "stalls kept after their events passed";
+  // One whose events have not passed stays pending through the folds.
+  bool passed = false;
+  add_stream_wait([&passed]() -> std::optional<double> {
+    return passed ? std::optional<double>(0.5) : std::nullopt;
+  });
+  for (int i = 0; i < kWaits; ++i) add_stream_wait([]() -> std::optional<double> { return 0.0; });
+  EXPECT_NEAR(caller_wait_seconds() - before, kWaits * 0.001, 1e-9);
+  EXPECT_EQ(events.use_count(), 1);
+  passed = true;
+  EXPECT_NEAR(caller_wait_seconds() - before, kWaits * 0.001 + 0.5, 1e-9);
 }
 
 }  // namespace

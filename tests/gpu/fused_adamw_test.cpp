@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/device_kernel_choice.h"
 #include "gpu/gpu_world.h"
 #include "optim/adamw.h"
 #include "optim/fused_adamw.h"
@@ -35,6 +36,8 @@ TEST(FusedAdamW, MatchesTheAtenPassesOnTheCpu) {
   o.lr = 1e-2;
   o.weight_decay = 0.1;
   optim::AdamW cpu_opt(on_cpu, o), gpu_opt(on_gpu, o);
+  cpu_opt.allocate_state();  // as the trainer does before the first step
+  gpu_opt.allocate_state();
   ::setenv("TESSEL_DEVICE_KERNELS", "fused", 1);
   for (int step = 1; step <= 5; ++step) {
     for (size_t i = 0; i < shapes.size(); ++i) {
@@ -46,6 +49,14 @@ TEST(FusedAdamW, MatchesTheAtenPassesOnTheCpu) {
       const at::Tensor g = at::randn(shapes[i]);
       on_cpu[i].mutable_grad() = g.clone();
       on_gpu[i].mutable_grad() = g.to(gpu);
+    }
+    // The fused kernel, not the ATen passes, is what the GPU side runs (else
+    // this test would compare the passes with themselves).
+    EXPECT_TRUE(device_kernels_chosen(optim::fused_adamw_built()));
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      if (on_gpu[i].grad().defined()) {
+        EXPECT_TRUE(optim::fused_adamw_applies(on_gpu[i], on_gpu[i].grad(), gpu_opt.state()[i])) << i;
+      }
     }
     const double scale = step % 2 == 0 ? 0.37 : 1.0;
     cpu_opt.step(scale);

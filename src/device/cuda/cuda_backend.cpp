@@ -45,7 +45,11 @@ class CudaEvent : public Event {
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;
 
+  // Both under the event's device: the collective watch calls them from a
+  // thread of its own, whose current device would otherwise be 0, and the
+  // runtime's first call there would make a context on GPU 0 for every rank.
   bool query() override {
+    c10::cuda::CUDAGuard guard(device_);
     const cudaError_t status = cudaEventQuery(event_);
     if (status == cudaSuccess) return true;
     if (status == cudaErrorNotReady) {
@@ -55,7 +59,10 @@ class CudaEvent : public Event {
     check_cuda(status, "cudaEventQuery");
     return false;
   }
-  void synchronize() override { check_cuda(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
+  void synchronize() override {
+    c10::cuda::CUDAGuard guard(device_);
+    check_cuda(cudaEventSynchronize(event_), "cudaEventSynchronize");
+  }
 
   cudaEvent_t handle() const { return event_; }
 

@@ -11,6 +11,7 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,7 +112,18 @@ class NcclCollectives : public DeviceCollectives {
   }
   ~NcclCollectives() override {
     stream_.watch()->forget_health_check(health_);
-    (void)ncclCommDestroy(comm_);
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    // ncclCommDestroy finalizes the communicator, which waits for its peers: a
+    // rank unwinding from an error (its mesh and world are locals of the
+    // command) would hang there, before its error is printed, while its peers
+    // wait in their next collective. Unwinding, the communicator is aborted
+    // instead, which is local; every rank of a job that ends well destroys its
+    // communicators in the same order.
+    if (std::uncaught_exceptions() > 0) {
+      (void)ncclCommAbort(comm_);
+    } else {
+      (void)ncclCommDestroy(comm_);
+    }
   }
   NcclCollectives(const NcclCollectives&) = delete;
   NcclCollectives& operator=(const NcclCollectives&) = delete;
