@@ -8,6 +8,9 @@
 #   tessel            tessel train on the GPU (TESSEL_DEVICE=cuda)
 #   tessel_fused_head the same with policy.fused_lm_head_loss=true (no
 #                     [tokens, vocab] logits; FUSED=0 leaves this row out)
+#   tessel_lean       the fused head and activation checkpointing (issue 40's
+#                     "report both": what lets a micro batch grow; LEAN=1 adds
+#                     this row, best with MAX_BATCH=1)
 #   tessel_kernels    tessel with its own CUDA kernels for RMSNorm, rotary and
 #                     the SiLU product and libtorch's fused AdamW
 #                     (TESSEL_DEVICE_KERNELS=fused, nn/device_kernels.h,
@@ -42,23 +45,23 @@ config=${CONFIG:-$root/bench/configs/llama-3.2-1b/config.json}
 model=$out/model
 [[ -f $model/model.safetensors ]] || "$bin" init-model --config "$config" "$model" --seed 7 >/dev/null
 
-tessel_run() {  # micro_batch log_dir steps [fused] [kernels] -> JSON line (or exit status on failure)
-  local b=$1 log_dir=$2 n=$3 fused=${4:-false} kernels=${5:-aten}
+tessel_run() {  # micro_batch log_dir steps [fused] [kernels] [checkpointing] -> exit status
+  local b=$1 log_dir=$2 n=$3 fused=${4:-false} kernels=${5:-aten} checkpointing=${6:-false}
   TESSEL_DEVICE=${DEVICE:-cuda} TESSEL_DEVICE_KERNELS=$kernels "$bin" train "$root/examples/configs/sft.yaml" "policy.model_name=$model" \
     "policy.max_total_sequence_length=$seq" "data.max_input_seq_length=$seq" \
     "policy.train_global_batch_size=$b" "policy.train_micro_batch_size=$b" policy.precision=bfloat16 \
     policy.max_grad_norm=1.0 data.train.dataset_name=synthetic '~data.validation' sft.max_num_epochs=1 \
     "sft.max_num_steps=$n" sft.val_period=0 sft.val_at_start=false sft.val_at_end=false checkpointing.enabled=false \
-    "policy.fused_lm_head_loss=$fused" "logger.log_dir=$log_dir" +logger.rank_metrics_period=1 --nproc 1 \
-    --no-print-config >"$log_dir.log" 2>&1
+    "policy.fused_lm_head_loss=$fused" "policy.dtensor_cfg.activation_checkpointing=$checkpointing" \
+    "logger.log_dir=$log_dir" +logger.rank_metrics_period=1 --nproc 1 --no-print-config >"$log_dir.log" 2>&1
 }
 
 # `tessel plan --predict`'s tensor peak for the same run (its memory_per_rank
 # tensor_bytes, set against the device allocator's measured peak), or null.
-predicted_tensor_bytes() {  # micro_batch fused
+predicted_tensor_bytes() {  # micro_batch fused checkpointing
   "$bin" plan "$root/examples/configs/sft.yaml" "policy.model_name=$model" "policy.max_total_sequence_length=$seq" \
     "policy.train_global_batch_size=$1" "policy.train_micro_batch_size=$1" policy.precision=bfloat16 \
-    "policy.fused_lm_head_loss=$2" --world 1 --predict --json --gflops 1000 2>/dev/null |
+    "policy.fused_lm_head_loss=$2" "policy.dtensor_cfg.activation_checkpointing=$3" --world 1 --predict --json --gflops 1000 2>/dev/null |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["prediction"]["this_layout"]["memory_per_rank"]["tensor_bytes"])' ||
     echo null
 }
@@ -89,17 +92,21 @@ PY
 results=()
 sides=(tessel)
 [[ ${FUSED:-1} == 1 ]] && sides+=(tessel_fused_head)
+[[ ${LEAN:-0} == 1 ]] && sides+=(tessel_lean)
 # The kernels are CUDA kernels: a run on the CPU has nothing to switch.
 [[ ${KERNELS:-1} == 1 && ${DEVICE:-cuda} != cpu ]] && sides+=(tessel_kernels)
 for side in "${sides[@]}"; do
-  fused=$([[ $side == tessel_fused_head ]] && echo true || echo false)
+  fused=$([[ $side == tessel_fused_head || $side == tessel_lean ]] && echo true || echo false)
   kernels=$([[ $side == tessel_kernels ]] && echo fused || echo aten)
+  checkpointing=$([[ $side == tessel_lean ]] && echo true || echo false)
   mkdir -p "$out/$side"
-  tessel_run "$batch" "$out/$side/b$batch" "$steps" "$fused" "$kernels"
-  line=$(summarize_tessel "$out/$side/b$batch" "$batch" "$side" "$(predicted_tensor_bytes "$batch" "$fused")")
+  tessel_run "$batch" "$out/$side/b$batch" "$steps" "$fused" "$kernels" "$checkpointing"
+  line=$(summarize_tessel "$out/$side/b$batch" "$batch" "$side" \
+    "$(predicted_tensor_bytes "$batch" "$fused" "$checkpointing")")
   if [[ ${MAX_BATCH:-0} == 1 ]]; then
     b=$batch
-    while ((b * 2 <= ${MAX_BATCH_LIMIT:-64})) && tessel_run $((b * 2)) "$out/$side/b$((b * 2))" 2 "$fused" "$kernels"; do
+    while ((b * 2 <= ${MAX_BATCH_LIMIT:-64})) && tessel_run $((b * 2)) "$out/$side/b$((b * 2))" 2 "$fused" "$kernels" \
+      "$checkpointing"; do
       b=$((b * 2))
     done
     line=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); d['largest_micro_batch']=int(sys.argv[2]); print(json.dumps(d))" "$line" "$b")
@@ -123,7 +130,8 @@ r = {d["side"]: d for d in map(json.loads, sys.argv[1:])}
 t, e, c = r["tessel"], r.get("pytorch_fsdp2_eager"), r.get("pytorch_fsdp2_compiled")
 summary = {"date": __import__("datetime").date.today().isoformat(), "gpu": (e or c or {}).get("gpu"),
            "seq": t["seq"], "micro_batch": t["micro_batch"], "tessel_mfu": t["mfu"]}
-for mine, prefix in ((t, ""), (r.get("tessel_fused_head"), "fused_head_"), (r.get("tessel_kernels"), "kernels_")):
+for mine, prefix in ((t, ""), (r.get("tessel_fused_head"), "fused_head_"), (r.get("tessel_lean"), "lean_"),
+                     (r.get("tessel_kernels"), "kernels_")):
     if not mine:
         continue
     if prefix:
