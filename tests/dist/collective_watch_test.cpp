@@ -1,8 +1,8 @@
 // The watch over device collectives (dist/collective_watch.h): a collective
 // whose end event has not passed by its deadline ends the job naming it; one
 // that finished is forgotten; a health check's complaint, or an error of the
-// device while the watch asks it, ends the job with its message. The endings are the test's own here, recording instead of
-// aborting.
+// device while the watch asks it, ends the job with its message. The endings
+// are the test's own here, recording instead of aborting.
 #include <gtest/gtest.h>
 
 #include <atomic>
