@@ -123,10 +123,12 @@ int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const Ste
   // one block holds all the logits, the two hold about the same).
   // Logits other than float32 ones on the CPU go through the loss a block
   // of rows at a time, converted to float32: the block, its exponentials and
-  // the gradient's float32 rows (three blocks) beside them.
+  // the gradient's float32 rows (three blocks) beside them. Blocks as on the
+  // CPU: the prediction knows no device (on one a block is 128 MiB, so a
+  // device's peak can be up to ~0.4 GB above this term's).
   const int64_t vocab = m.vocab_size / tp;
   const int64_t loss_blocks =
-      s.param_element_bytes == 4 ? 0 : 3 * std::min(tokens, loss::rows_per_chunk(vocab)) * vocab * 4;
+      s.param_element_bytes == 4 ? 0 : 3 * std::min(tokens, loss::rows_per_chunk(vocab, c10::Device(c10::kCPU))) * vocab * 4;
   const int64_t unfused_logit_bytes = tokens * 2 * vocab * s.param_element_bytes + loss_blocks;
   const int64_t logit_bytes =
       s.fused_head_loss

@@ -15,7 +15,7 @@ namespace {
 // Calls fn(begin, len) for consecutive row blocks of logits [N, V].
 template <typename Fn>
 void for_each_chunk(const at::Tensor& logits, Fn&& fn) {
-  const int64_t n = logits.size(0), step = rows_per_chunk(logits.size(1));
+  const int64_t n = logits.size(0), step = rows_per_chunk(logits.size(1), logits.device());
   for (int64_t begin = 0; begin < n; begin += step) fn(begin, std::min(step, n - begin));
 }
 
@@ -39,9 +39,11 @@ void for_row_ranges(const at::Tensor& logits, Fn&& fn) {
 
 }  // namespace
 
-int64_t rows_per_chunk(int64_t vocab) {
-  constexpr int64_t kChunkElements = int64_t{1} << 20;  // 4 MiB of float32
-  return std::max<int64_t>(1, kChunkElements / std::max<int64_t>(vocab, 1));
+int64_t rows_per_chunk(int64_t vocab, c10::Device device) {
+  constexpr int64_t kHostChunkElements = int64_t{1} << 20;    // 4 MiB of float32
+  constexpr int64_t kDeviceChunkElements = int64_t{1} << 25;  // 128 MiB of float32
+  const int64_t elements = device.is_cpu() ? kHostChunkElements : kDeviceChunkElements;
+  return std::max<int64_t>(1, elements / std::max<int64_t>(vocab, 1));
 }
 
 at::Tensor row_max(const at::Tensor& logits) {

@@ -1,6 +1,7 @@
 // The pieces of a softmax cross-entropy over [N, V] logits computed a block
 // of rows at a time, so that no more than one block of probabilities
-// ([rows_per_chunk, V] floats, about 4 MiB) exists beside the logits and
+// ([rows_per_chunk, V] floats, about 4 MiB on the CPU, 128 MiB on a device)
+// exists beside the logits and
 // their gradient. Shared by cross_entropy_sum (whole vocabulary on this rank)
 // and vocab_parallel_cross_entropy_sum (a slice of it, the row statistics
 // all-reduced between the two passes).
@@ -22,8 +23,12 @@
 
 namespace tessel::loss {
 
-// Rows per block for a vocabulary (slice) of `vocab` columns.
-int64_t rows_per_chunk(int64_t vocab);
+// Rows per block for a vocabulary (slice) of `vocab` columns on `device`:
+// blocks of ~4 MiB on the CPU (they stay in cache across a block's passes);
+// of ~128 MiB on a device, where each block costs kernel launches (at a
+// 128k vocabulary 4 MiB is 8 rows: thousands of launches per micro batch,
+// the host's issuing the step's bound).
+int64_t rows_per_chunk(int64_t vocab, c10::Device device);
 
 // Per-row max of logits [N, V] in float32, [N] (-inf for V = 0).
 at::Tensor row_max(const at::Tensor& logits);

@@ -20,7 +20,7 @@ using torch::autograd::variable_list;
 // fn(begin, len) over consecutive blocks of rows of logits [N, V].
 template <typename Fn>
 void for_each_block(const at::Tensor& logits, Fn&& fn) {
-  const int64_t n = logits.size(0), step = loss::rows_per_chunk(logits.size(1));
+  const int64_t n = logits.size(0), step = loss::rows_per_chunk(logits.size(1), logits.device());
   for (int64_t begin = 0; begin < n; begin += step) fn(begin, std::min(step, n - begin));
 }
 

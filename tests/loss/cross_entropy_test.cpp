@@ -31,9 +31,16 @@ TEST(CrossEntropy, SumMatchesExplicitFormulaAndIgnoresPositions) {
 // holds 3 rows), the last one short, some rows ignored: the loss and the
 // gradient equal log_softmax + nll_loss in float64 (autograd), for float32
 // and bfloat16 logits (the gradient comes back in the logits' dtype).
+// A device's blocks are 32x the CPU's (launches, not cache, bound them there).
+TEST(CrossEntropy, ADevicesBlocksHoldMoreRows) {
+  EXPECT_EQ(rows_per_chunk(128256, c10::Device(c10::kCPU)), 8);
+  EXPECT_EQ(rows_per_chunk(128256, c10::Device(c10::kCUDA, 0)), 261);
+  EXPECT_EQ(rows_per_chunk(int64_t{1} << 26, c10::Device(c10::kCUDA, 0)), 1);
+}
+
 TEST(CrossEntropy, BlocksOfRowsMatchLogSoftmaxNll) {
   const int64_t vocab = 300000, n = 10;
-  ASSERT_EQ(rows_per_chunk(vocab), 3);
+  ASSERT_EQ(rows_per_chunk(vocab, c10::Device(c10::kCPU)), 3);
   at::manual_seed(2);
   const at::Tensor base = at::randn({n, vocab}) * 4.0;
   at::Tensor labels = at::randint(vocab, {n}, at::kLong);

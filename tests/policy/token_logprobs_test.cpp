@@ -53,7 +53,7 @@ TEST(TokenLogprobs, ValuesAndGradientsMatchLogSoftmaxAtEachTemperature) {
 
 TEST(TokenLogprobs, ManyBlocksOfRows) {
   at::manual_seed(5);
-  const int64_t vocab = 50000, rows = 3 * loss::rows_per_chunk(vocab) + 7;
+  const int64_t vocab = 50000, rows = 3 * loss::rows_per_chunk(vocab, c10::Device(c10::kCPU)) + 7;
   const at::Tensor base = at::randn({rows, vocab});
   const at::Tensor targets = targets_with_gaps(rows, vocab);
   for (double temperature : {1.0, 0.8}) {
