@@ -112,4 +112,21 @@ Batch pack(const Dataset& dataset, const std::vector<int64_t>& indices, int64_t 
   return build(dataset, rows, options, /*mask_document_starts=*/true);
 }
 
+bool documents_are_whole_rows(const at::Tensor& document_ids) {
+  if (!document_ids.defined()) return true;
+  TESSEL_CHECK(document_ids.dim() == 2 && document_ids.device().is_cpu() && document_ids.scalar_type() == at::kLong,
+               "documents_are_whole_rows takes [B, T] int64 document ids on the CPU");
+  const at::Tensor ids = document_ids.contiguous();
+  const int64_t* id = ids.data_ptr<int64_t>();
+  const int64_t rows = ids.size(0), t = ids.size(1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t* row = id + r * t;
+    int64_t k = 0;
+    while (k < t && row[k] == 0) ++k;
+    while (k < t && row[k] == -1) ++k;
+    if (k < t) return false;
+  }
+  return true;
+}
+
 }  // namespace tessel::data

@@ -55,4 +55,13 @@ Batch collate(const Dataset& dataset, const std::vector<int64_t>& indices,
 Batch pack(const Dataset& dataset, const std::vector<int64_t>& indices, int64_t row_capacity,
            const CollateOptions& options);
 
+// Whether `document_ids` (as Batch's, on the CPU) say nothing a causal mask
+// does not: every row one document (0), then padding (-1), as collate writes
+// unpacked rows. Without them, padding would see its row's document instead
+// of only padding: that changes only the padding's own outputs, which are
+// never targets (nor counted by the experts' load-balancing loss). A device's
+// fused attention then runs causal, without a [B, T, T] mask
+// (train/train_step.cpp).
+bool documents_are_whole_rows(const at::Tensor& document_ids);
+
 }  // namespace tessel::data

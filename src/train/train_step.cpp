@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "data/collate.h"
 #include "loss/load_balancing_loss.h"
 #include "optim/grad_norm.h"
 #include "train/context_batches.h"
@@ -18,8 +19,12 @@ namespace tessel::train {
 namespace {
 
 // The tensors of a micro batch on `device` (the data loader makes them on the CPU).
+// Document ids that say no more than causal order are left behind: with them
+// every attention layer on the device would build a [B, T, T] mask and run the
+// library's masked kernel over whole squares instead of its causal one.
 MicroBatch on_device(MicroBatch b, c10::Device device) {
   if (device.is_cpu()) return b;
+  if (b.document_ids.defined() && data::documents_are_whole_rows(b.document_ids)) b.document_ids = at::Tensor();
   for (at::Tensor* t :
        {&b.input_ids, &b.labels, &b.position_ids, &b.document_ids, &b.attention_mask}) {
     if (t->defined()) *t = t->to(device);

@@ -74,5 +74,19 @@ TEST(Pack, FirstFitDecreasingWithRestartingPositions) {
                                     {"5 tokens", "capacity 4"});
 }
 
+// Padded rows (one document, then padding) say no more than causal order;
+// packed rows (a second document) and anything else do.
+TEST(DocumentIds, PaddedRowsAreWholeRowsPackedOnesAreNot) {
+  CollateOptions options;
+  options.divisible_by = 4;
+  EXPECT_TRUE(documents_are_whole_rows(collate(three_examples(), {0, 1}, options).document_ids));
+  EXPECT_TRUE(documents_are_whole_rows(rows({{0, 0, 0}, {-1, -1, -1}})));
+  EXPECT_TRUE(documents_are_whole_rows(at::Tensor()));
+  EXPECT_FALSE(documents_are_whole_rows(pack(three_examples(), {0, 1, 2}, 8, options).document_ids));
+  EXPECT_FALSE(documents_are_whole_rows(rows({{0, 0, 1, 1}})));
+  EXPECT_FALSE(documents_are_whole_rows(rows({{0, -1, 0, 0}})));  // a document after padding
+  EXPECT_FALSE(documents_are_whole_rows(rows({{-1, 0, 0, 0}})));
+}
+
 }  // namespace
 }  // namespace tessel::data
