@@ -30,8 +30,24 @@ struct EmbeddingInPlaceGrad : public torch::autograd::Function<EmbeddingInPlaceG
     const at::Tensor ids = ctx->saved_data["ids"].toTensor().reshape({-1});
     if (grads[0].defined()) {
       at::Tensor& slot = weight.mutable_grad();
-      if (!slot.defined()) slot = at::zeros_like(weight, at::MemoryFormat::Contiguous);
-      slot.index_add_(0, ids, grads[0].reshape({-1, weight.size(-1)}).to(slot.scalar_type()));
+      const at::Tensor rows = grads[0].reshape({-1, weight.size(-1)});
+      const bool half_width = weight.scalar_type() == at::kBFloat16 || weight.scalar_type() == at::kHalf;
+      if (!weight.device().is_cpu() && half_width) {
+        // On a device in bf16/fp16: the library's embedding backward sums each
+        // row's tokens in float32 and rounds once; index_add_ would round at
+        // every token (a frequent token's row summed hundreds of times in
+        // bf16), and in an order its atomics choose.
+        const at::Tensor summed =
+            at::embedding_dense_backward(rows.to(weight.scalar_type()), ids, weight.size(0), -1, false);
+        if (slot.defined()) {
+          slot.add_(summed);
+        } else {
+          slot = summed;
+        }
+      } else {
+        if (!slot.defined()) slot = at::zeros_like(weight, at::MemoryFormat::Contiguous);
+        slot.index_add_(0, ids, rows.to(slot.scalar_type()));
+      }
     }
     return {at::Tensor(), at::Tensor(), at::Tensor()};  // holder, ids, the anchor
   }

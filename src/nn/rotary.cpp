@@ -57,7 +57,12 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& pos
   TESSEL_CHECK(!at::isFloatingType(position_ids.scalar_type()),
                "position_ids must be integers, got {}", c10::toString(position_ids.scalar_type()));
   at::Tensor pos = position_ids.to(at::kFloat).unsqueeze(-1);             // [..., T, 1]
-  at::Tensor angles = pos * inv_freq_.to(position_ids.device());         // [..., T, D/2]
+  const c10::Device device = position_ids.device();
+  if (!device.is_cpu() && (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != device)) {
+    inv_freq_on_device_ = inv_freq_.to(device);
+  }
+  const at::Tensor& freqs = device.is_cpu() ? inv_freq_ : inv_freq_on_device_;
+  at::Tensor angles = pos * freqs;                                       // [..., T, D/2]
   at::Tensor emb = at::cat({angles, angles}, -1);                        // [..., T, D]
   return {emb.cos().to(dtype), emb.sin().to(dtype)};
 }

@@ -70,13 +70,16 @@ Tensors SparseMoeBlock::forward(const Tensors& inputs) {
   const at::Tensor counts = at::bincount(flat_expert, {}, E).to(at::kCPU);
   const auto count = counts.accessor<int64_t, 1>();
 
+  // Added into in place: a new [N, H] tensor per expert would write the
+  // whole output E times (autograd needs neither what index_add_ overwrites
+  // nor its result).
   at::Tensor out = at::zeros_like(tokens);
   int64_t begin = 0;
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = count[e];
     const at::Tensor rows = token_of.narrow(0, begin, n);
     const at::Tensor expert_out = (*experts_)[static_cast<std::size_t>(e)]->call(tokens.index_select(0, rows));
-    out = out.index_add(0, rows, expert_out * weight_of.narrow(0, begin, n));
+    out.index_add_(0, rows, expert_out * weight_of.narrow(0, begin, n));
     begin += n;
   }
   return {out.view(x.sizes()), router_logits};
