@@ -293,9 +293,16 @@ TrainOptions train_options_from(const Config& c, const AlgorithmSection& algorit
                      "src/data/sft_template.h) and does not evaluate Jinja templates; set it to null");
   }
   o.precision = c.get_or<std::string>("policy.precision", "float32");
-  if (o.precision != "float32" && o.precision != "bfloat16" && o.precision != "float16") {
-    throw UsageError(fmt::format("policy.precision: '{}' is not one of float32, bfloat16, float16",
-                                 o.precision));
+  if (o.precision == "float16") {
+    // fp16's range loses most of a token-averaged loss's gradients (they are
+    // ~1e-6 and smaller) unless the loss is scaled up and the step skipped on
+    // overflow, which tessel does not do; bf16 has fp32's range.
+    throw UsageError(
+        "policy.precision: float16 needs dynamic loss scaling, which tessel does not have (its small "
+        "gradients would underflow to zero); use bfloat16 (the same memory and speed on GPUs since Ampere)");
+  }
+  if (o.precision != "float32" && o.precision != "bfloat16") {
+    throw UsageError(fmt::format("policy.precision: '{}' is not one of float32, bfloat16", o.precision));
   }
   o.seed = static_cast<uint64_t>(c.get_or<int64_t>(key("seed"), 42));
   o.max_num_steps = positive(c, key("max_num_steps"));
@@ -391,9 +398,7 @@ TrainOptions train_options_from(const Config& c, const AlgorithmSection& algorit
 }
 
 at::ScalarType compute_dtype(const TrainOptions& options) {
-  if (options.precision == "bfloat16") return at::kBFloat16;
-  if (options.precision == "float16") return at::kHalf;
-  return at::kFloat;
+  return options.precision == "bfloat16" ? at::kBFloat16 : at::kFloat;
 }
 
 }  // namespace tessel::train

@@ -126,7 +126,7 @@ struct PackingOptions {
 struct TrainOptions {
   std::string model_name;   // preset name or a local HF model directory
   std::string tokenizer;    // policy.tokenizer.name (a preset name: byte-level)
-  std::string precision;    // "float32" | "bfloat16" | "float16"
+  std::string precision;    // "float32" | "bfloat16" (float16 is refused: no loss scaling)
   uint64_t seed = 42;
 
   int64_t max_num_steps = 0;

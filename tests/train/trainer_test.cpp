@@ -224,6 +224,17 @@ TEST_F(TrainerTest, DynamicBatchingIsRefusedNotIgnored) {
   }
 }
 
+TEST_F(TrainerTest, Float16IsRefusedForWantOfLossScaling) {
+  const auto mesh = world_mesh();
+  try {
+    train(make_config({"policy.precision=float16"}), mesh, quiet());
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("loss scaling"));
+    EXPECT_THAT(e.what(), HasSubstr("bfloat16"));
+  }
+}
+
 TEST_F(TrainerTest, IndivisibleBatchIsUsageError) {
   const auto mesh = world_mesh();
   try {
