@@ -19,12 +19,8 @@ namespace tessel::train {
 namespace {
 
 // The tensors of a micro batch on `device` (the data loader makes them on the CPU).
-// Document ids that say no more than causal order are left behind: with them
-// every attention layer on the device would build a [B, T, T] mask and run the
-// library's masked kernel over whole squares instead of its causal one.
 MicroBatch on_device(MicroBatch b, c10::Device device) {
   if (device.is_cpu()) return b;
-  if (b.document_ids.defined() && data::documents_are_whole_rows(b.document_ids)) b.document_ids = at::Tensor();
   for (at::Tensor* t :
        {&b.input_ids, &b.labels, &b.position_ids, &b.document_ids, &b.attention_mask}) {
     if (t->defined()) *t = t->to(device);
@@ -42,7 +38,16 @@ std::vector<MicroBatch> local_pieces(const dist::DeviceMesh& mesh, const std::ve
   const int cp = mesh.size("cp");
   std::vector<MicroBatch> out;
   out.reserve(batches.size());
-  for (const auto& b : batches) {
+  for (MicroBatch b : batches) {
+    // On a device, document ids that say no more than causal order are left
+    // behind: with them every attention layer would build a [B, T, T] mask and
+    // run the library's masked kernel over whole squares instead of its causal
+    // one. Decided on the whole rows, before any context-parallel slicing, so
+    // that a cp group's ranks (same rows) decide alike: ring attention gathers
+    // the ids over the group when they are there.
+    if (!mesh.device().is_cpu() && b.document_ids.defined() && data::documents_are_whole_rows(b.document_ids)) {
+      b.document_ids = at::Tensor();
+    }
     out.push_back(on_device(cp == 1 ? b : context_parallel_slice(b, cp, mesh.coordinate("cp")),
                             mesh.device()));
   }
