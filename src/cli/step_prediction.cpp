@@ -127,8 +127,8 @@ int64_t activation_bytes(const models::ModelConfig& m, int tp, int cp, const Ste
   // CPU: the prediction knows no device (on one a block is 128 MiB, so a
   // device's peak can be up to ~0.4 GB above this term's).
   const int64_t vocab = m.vocab_size / tp;
-  const int64_t loss_blocks =
-      s.param_element_bytes == 4 ? 0 : 3 * std::min(tokens, loss::rows_per_chunk(vocab, c10::Device(c10::kCPU))) * vocab * 4;
+  const int64_t host_block_rows = loss::rows_per_chunk(vocab, c10::Device(c10::kCPU));
+  const int64_t loss_blocks = s.param_element_bytes == 4 ? 0 : 3 * std::min(tokens, host_block_rows) * vocab * 4;
   const int64_t unfused_logit_bytes = tokens * 2 * vocab * s.param_element_bytes + loss_blocks;
   const int64_t logit_bytes =
       s.fused_head_loss

@@ -1,10 +1,9 @@
 // The pieces of a softmax cross-entropy over [N, V] logits computed a block
 // of rows at a time, so that no more than one block of probabilities
 // ([rows_per_chunk, V] floats, about 4 MiB on the CPU, 128 MiB on a device)
-// exists beside the logits and
-// their gradient. Shared by cross_entropy_sum (whole vocabulary on this rank)
-// and vocab_parallel_cross_entropy_sum (a slice of it, the row statistics
-// all-reduced between the two passes).
+// exists beside the logits and their gradient. Shared by cross_entropy_sum
+// (whole vocabulary on this rank) and vocab_parallel_cross_entropy_sum (a
+// slice of it, the row statistics all-reduced between the two passes).
 //
 // Why: log_softmax + nll_loss keeps an [N, V] log-probability tensor for
 // backward and its backward makes another; the tensor-parallel version kept

@@ -50,6 +50,7 @@ RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta, std::optional<R
     freqs.push_back(static_cast<float>(f));
   }
   inv_freq_ = at::tensor(freqs, at::TensorOptions().dtype(at::kFloat));
+  inv_freq_here_ = inv_freq_;
 }
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& position_ids,
@@ -57,12 +58,8 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& pos
   TESSEL_CHECK(!at::isFloatingType(position_ids.scalar_type()),
                "position_ids must be integers, got {}", c10::toString(position_ids.scalar_type()));
   at::Tensor pos = position_ids.to(at::kFloat).unsqueeze(-1);             // [..., T, 1]
-  const c10::Device device = position_ids.device();
-  if (!device.is_cpu() && (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != device)) {
-    inv_freq_on_device_ = inv_freq_.to(device);
-  }
-  const at::Tensor& freqs = device.is_cpu() ? inv_freq_ : inv_freq_on_device_;
-  at::Tensor angles = pos * freqs;                                       // [..., T, D/2]
+  if (inv_freq_here_.device() != position_ids.device()) inv_freq_here_ = inv_freq_.to(position_ids.device());
+  at::Tensor angles = pos * inv_freq_here_;                              // [..., T, D/2]
   at::Tensor emb = at::cat({angles, angles}, -1);                        // [..., T, D]
   return {emb.cos().to(dtype), emb.sin().to(dtype)};
 }

@@ -44,9 +44,10 @@ class RotaryEmbedding {
   int64_t head_dim_;
   double theta_;
   at::Tensor inv_freq_;
-  // inv_freq_ on the last device cos_sin was asked for: a copy from the
-  // host's pageable memory each forward would wait for the device's queue.
-  mutable at::Tensor inv_freq_on_device_;
+  // inv_freq_ on the device cos_sin last served (inv_freq_ itself on the
+  // CPU): a copy from the host's pageable memory each forward would wait for
+  // the device's queue.
+  mutable at::Tensor inv_freq_here_;
 };
 
 // [x1, x2] -> [-x2, x1] along the last dim.

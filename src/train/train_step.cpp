@@ -45,7 +45,7 @@ std::vector<MicroBatch> local_pieces(const dist::DeviceMesh& mesh, const std::ve
     // one. Decided on the whole rows, before any context-parallel slicing, so
     // that a cp group's ranks (same rows) decide alike: ring attention gathers
     // the ids over the group when they are there.
-    if (!mesh.device().is_cpu() && b.document_ids.defined() && data::documents_are_whole_rows(b.document_ids)) {
+    if (!mesh.device().is_cpu() && data::documents_are_whole_rows(b.document_ids)) {
       b.document_ids = at::Tensor();
     }
     out.push_back(on_device(cp == 1 ? b : context_parallel_slice(b, cp, mesh.coordinate("cp")),
