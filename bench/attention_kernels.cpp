@@ -4,8 +4,13 @@
 // fused kernel; forward + backward at bench-medium's shapes (B 2, 8 query /
 // 4 kv heads, head_dim 64) and longer rows. Rounds interleave the kernels
 // (the machine drifts); the median per kernel is printed, one line each.
+// With --documents N the rows are packed with N documents each (random
+// lengths, the last row's tail padding): the tiled kernel with the ids as a
+// mask against the same kernel once per document (nn/document_runs.h), and
+// the library's masked kernel against its causal one per document where the
+// build has it; one JSON line per kernel.
 //
-// Usage: bench_attention_kernels [--seq T ...] [--rounds N]
+// Usage: bench_attention_kernels [--seq T ...] [--rounds N] [--documents N]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -19,6 +24,7 @@
 
 #include "bench_util.h"
 #include "nn/attention.h"
+#include "nn/document_runs.h"
 #include "nn/library_attention.h"
 #include "nn/tiled_attention.h"
 
@@ -35,16 +41,34 @@ double fwd_bwd_seconds(const Kernel& kernel, const at::Tensor& q, const at::Tens
 }
 
 
+// Rows of `documents` documents each, lengths drawn at random (each at
+// least 1); row 1 ends in padding (-1) for its last document's length.
+at::Tensor packed_document_ids(int64_t rows, int64_t T, int64_t documents) {
+  at::Tensor ids = at::empty({rows, T}, at::kLong);
+  for (int64_t b = 0; b < rows; ++b) {
+    // documents - 1 distinct cut points in [1, T).
+    const at::Tensor cuts = std::get<0>(at::randperm(T - 1, at::kLong).narrow(0, 0, documents - 1).add(1).sort());
+    int64_t doc = 0, next = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      if (next < documents - 1 && t == cuts[next].item<int64_t>()) ++doc, ++next;
+      ids[b][t] = (b == 1 && doc == documents - 1) ? -1 : doc;
+    }
+  }
+  return ids;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace tessel::nn;
   std::vector<int64_t> seqs;
   int rounds = 7;
+  int64_t documents = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds") rounds = std::atoi(argv[++i]);
     else if (a == "--seq") seqs.push_back(std::atoll(argv[++i]));
+    else if (a == "--documents") documents = std::atoll(argv[++i]);
   }
   if (seqs.empty()) seqs = {256, 1024};
   at::set_num_threads(1);
@@ -55,6 +79,46 @@ int main(int argc, char** argv) {
     // As Attention passes them: [B, T, heads, D] projections viewed as [B, heads, T, D].
     const at::Tensor q = at::randn({B, T, Hq, D}).transpose(1, 2), k = at::randn({B, T, Hkv, D}).transpose(1, 2);
     const at::Tensor v = at::randn({B, T, Hkv, D}).transpose(1, 2), dout = at::randn({B, Hq, T, D});
+    if (documents > 1) {
+      const at::Tensor ids = packed_document_ids(B, T, documents);
+      const std::vector<DocumentRun> runs = *document_runs(ids);
+      auto per_document = [&](CausalAttentionCore core) -> Kernel {
+        return [&, core](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+          return attend_per_document(a, b, c, runs, core);
+        };
+      };
+      std::vector<std::pair<std::string, Kernel>> packed = {
+          {"tiled, documents as a mask",
+           [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+             return tiled_causal_attention(a, b, c, scale, std::nullopt, std::nullopt, ids);
+           }},
+          {"tiled, per document", per_document([&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+             return tiled_causal_attention(a, b, c, scale);
+           })}};
+      if (library_attention_available()) {
+        packed.emplace_back("library, documents as a mask",
+                            [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+                              return library_causal_attention(a, b, c, scale, std::nullopt, ids);
+                            });
+        packed.emplace_back("library, per document",
+                            per_document([&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+                              return library_causal_attention(a, b, c, scale);
+                            }));
+      }
+      std::vector<std::vector<double>> times(packed.size());
+      for (int r = 0; r <= rounds; ++r) {
+        for (std::size_t i = 0; i < packed.size(); ++i) {
+          const double s = fwd_bwd_seconds(packed[i].second, q, k, v, dout);
+          if (r > 0) times[i].push_back(s);
+        }
+      }
+      for (std::size_t i = 0; i < packed.size(); ++i) {
+        fmt::print("{{\"bench\": \"attention_packed\", \"seq\": {}, \"rows\": {}, \"documents_per_row\": {}, "
+                   "\"kernel\": \"{}\", \"fwd_bwd_median_ms\": {:.3f}, \"rounds\": {}}}\n",
+                   T, B, documents, packed[i].first, 1000 * tessel::bench::median(times[i]), rounds);
+      }
+      continue;
+    }
     std::vector<std::pair<std::string, Kernel>> kernels = {
         {"causal_attention", [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
            return causal_attention(a, b, c, scale);

@@ -9,8 +9,9 @@
 // documents trained separately when the model (a) uses the per-token
 // position_ids and (b) attends block-diagonally: token t sees token s only if
 // document_ids[t] == document_ids[s] and s <= t. tessel's models do both when
-// given position_ids and document_ids (CausalLM::forward_logits; the mask is
-// built in nn::causal_attention, combined with any sliding window), which the
+// given position_ids and document_ids (CausalLM::forward_logits; host ids run
+// attention once per document, nn/document_runs.h, other ids become a mask in
+// the kernel, combined with any sliding window), which the
 // trainer passes for packed micro batches (policy.sequence_packing). Without
 // document_ids a model applies a plain causal mask over the whole row, and a
 // document would also attend to the documents before it in its row.

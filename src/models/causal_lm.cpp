@@ -50,7 +50,8 @@ nn::Tensors DecoderModel::forward(const nn::Tensors& inputs) {
     TESSEL_CHECK(documents.dim() == 2 && documents.size(0) == B && documents.size(1) == T &&
                      !at::isFloatingType(documents.scalar_type()),
                  "document_ids must be integer [batch, seq] matching input_ids [{}, {}]", B, T);
-    documents = documents.to(ids.device());
+    // Left where they are: attention reads host ids' runs (nn/document_runs.h)
+    // and moves them itself where it needs them as a mask.
   }
 
   at::Tensor h = embed_tokens_->call(ids);

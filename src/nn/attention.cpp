@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "nn/document_runs.h"
 #include "nn/format.h"
 #include "nn/library_attention.h"
 #include "nn/rotary.h"
@@ -109,20 +110,37 @@ Tensors Attention::forward(const Tensors& inputs) {
   const at::Tensor document_ids = inputs.size() > 3 ? inputs[3] : at::Tensor();
   // [B, Hq, T, D]
   at::Tensor out;
+  // Host ids (train_step leaves them there) are read for their runs; a row
+  // of many very short documents stays one masked pass.
+  std::optional<std::vector<DocumentRun>> runs;
+  if (!kernel_ && document_ids.defined() && document_ids.device().is_cpu()) {
+    runs = document_runs(document_ids);
+    if (runs && !per_document_pays(*runs, B, T, !q.device().is_cpu())) runs.reset();
+  }
   if (kernel_) {
     out = kernel_(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap, document_ids);
-  } else if (library_attention_available() && !options_.logit_softcap &&
-             (!q.device().is_cpu() || (!options_.sliding_window && !document_ids.defined()))) {
-    // On the CPU the library's kernel only for plain causal rows (tessel's
-    // tiled kernel is faster with a mask there); on a device also with a
-    // window or documents, as a mask. Softcapping has no library kernel.
-    out = library_causal_attention(q, k, v, options_.scale, options_.sliding_window, document_ids);
+  } else if (runs) {
+    out = attend_per_document(q, k, v, *runs, [this](const at::Tensor& qd, const at::Tensor& kd, const at::Tensor& vd) {
+      return core(qd, kd, vd, at::Tensor());
+    });
   } else {
-    out = tiled_causal_attention(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap,
-                                 document_ids);
+    out = core(q, k, v, document_ids);
   }
   out = out.transpose(1, 2).reshape({B, T, q.size(1) * D});
   return {o_proj_->call(out)};
+}
+
+at::Tensor Attention::core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const at::Tensor& document_ids) const {
+  // On the CPU the library's kernel only for plain causal rows (tessel's
+  // tiled kernel is faster with a mask there); on a device also with a
+  // window or documents, as a mask. Softcapping has no library kernel.
+  if (library_attention_available() && !options_.logit_softcap &&
+      (!q.device().is_cpu() || (!options_.sliding_window && !document_ids.defined()))) {
+    return library_causal_attention(q, k, v, options_.scale, options_.sliding_window, document_ids);
+  }
+  return tiled_causal_attention(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap,
+                                document_ids);
 }
 
 }  // namespace tessel::nn

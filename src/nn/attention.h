@@ -62,7 +62,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 // skips the masked half of the scores and keeps no T x T tensor for backward,
 // nn/tiled_attention.h), or, in builds against libtorch 2.5+ and for plain
 // causal rows (no window, softcap or documents), libtorch's fused kernel
-// (nn/library_attention.h; measured faster, docs/libtorch2.md). Context parallelism
+// (nn/library_attention.h; measured faster, docs/libtorch2.md). Packed rows
+// whose document ids are on the host run that core once per document
+// (nn/document_runs.h: no mask, no cross-document scores; on a device the
+// library's causal kernel). Context parallelism
 // installs one that runs a ring over the cp group (parallel/context_parallel.h).
 using AttentionKernel = std::function<at::Tensor(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
@@ -90,6 +93,11 @@ class Attention : public Module {
   AttentionOptions options_;
   std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
   std::shared_ptr<RMSNorm> q_norm_, k_norm_;
+  // The default core (no kernel_ installed) on rows with at most a mask's
+  // worth of document ids: the library's or the tiled kernel, as above.
+  at::Tensor core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const at::Tensor& document_ids) const;
+
   AttentionKernel kernel_;  // null: the default above
 };
 

@@ -4,6 +4,7 @@
 #include <torch/version.h>
 
 #include "core/error.h"
+#include "nn/document_runs.h"
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 #include <ATen/ops/scaled_dot_product_attention.h>
@@ -38,7 +39,7 @@ at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, co
   if (sliding_window) visible = visible.logical_and(i - j < *sliding_window);
   visible = visible.unsqueeze(0);  // [1, T, T]
   if (document_ids.defined()) {
-    const at::Tensor doc = document_ids.to(q.device());
+    const at::Tensor doc = document_ids_on(document_ids, q.device());
     visible = visible.logical_and(doc.unsqueeze(2).eq(doc.unsqueeze(1)));  // [B, T, T]
   }
   return at::scaled_dot_product_attention(q, k, v, visible.unsqueeze(1), /*dropout_p=*/0.0,

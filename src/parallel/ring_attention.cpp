@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "nn/attention_blocks.h"
+#include "nn/document_runs.h"
 #include "nn/format.h"
 #include "parallel/load_balanced_chunks.h"
 
@@ -216,8 +217,11 @@ at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
                    (document_ids.dim() == 2 && document_ids.size(0) == q.size(0) && document_ids.size(1) == q.size(2)),
                "ring_attention: document_ids must be [{}, {}]", q.size(0), q.size(2));
   auto call = c10::make_intrusive<RingCall>(cp, options);
+  // On q's device: the group gathers them (a no-op where they came along,
+  // train_step's pieces under cp).
+  const at::Tensor ids_here = nn::document_ids_on(document_ids, q.device());
   const c10::optional<at::Tensor> documents =
-      document_ids.defined() ? c10::optional<at::Tensor>(document_ids) : c10::nullopt;
+      ids_here.defined() ? c10::optional<at::Tensor>(ids_here) : c10::nullopt;
   return RingAttentionFunction::apply(q, k, v, documents, std::move(call));
 }
 

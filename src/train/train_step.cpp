@@ -18,13 +18,16 @@ namespace tessel::train {
 
 namespace {
 
-// The tensors of a micro batch on `device` (the data loader makes them on the CPU).
-MicroBatch on_device(MicroBatch b, c10::Device device) {
+// The tensors of a micro batch on `device` (the data loader makes them on the
+// CPU), but for document ids where `documents_stay_on_host`: attention reads
+// their runs on the host (nn/document_runs.h), and reading a device's copy
+// would wait for its queue at every layer.
+MicroBatch on_device(MicroBatch b, c10::Device device, bool documents_stay_on_host) {
   if (device.is_cpu()) return b;
-  for (at::Tensor* t :
-       {&b.input_ids, &b.labels, &b.position_ids, &b.document_ids, &b.attention_mask}) {
+  for (at::Tensor* t : {&b.input_ids, &b.labels, &b.position_ids, &b.attention_mask}) {
     if (t->defined()) *t = t->to(device);
   }
+  if (b.document_ids.defined() && !documents_stay_on_host) b.document_ids = b.document_ids.to(device);
   for (auto* values : {&b.token_values, &b.row_values}) {
     for (auto& [name, t] : *values) t = t.to(device);
   }
@@ -48,8 +51,9 @@ std::vector<MicroBatch> local_pieces(const dist::DeviceMesh& mesh, const std::ve
     if (!mesh.device().is_cpu() && data::documents_are_whole_rows(b.document_ids)) {
       b.document_ids = at::Tensor();
     }
+    // Ring attention gathers the ids over the cp group: there they go along.
     out.push_back(on_device(cp == 1 ? b : context_parallel_slice(b, cp, mesh.coordinate("cp")),
-                            mesh.device()));
+                            mesh.device(), /*documents_stay_on_host=*/cp == 1));
   }
   return out;
 }

@@ -1,7 +1,8 @@
 // Attention on a GPU, as Attention chooses it there (docs/gpu.md): the
 // library's fused kernel for causal rows, also with a sliding window or
-// packed documents as a mask, and tessel's tiled kernel on ATen's CUDA ops
-// for softcapping. Each against causal_attention in float64 on the CPU,
+// packed documents as a mask or one document at a time (host ids,
+// nn/document_runs.h), and tessel's tiled kernel on ATen's CUDA ops for
+// softcapping. Each against causal_attention in float64 on the CPU,
 // forward and backward, float32 on the device, odd sizes, grouped K/V heads.
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 
 #include "gpu/gpu_world.h"
 #include "nn/attention.h"
+#include "nn/document_runs.h"
 #include "nn/library_attention.h"
 #include "nn/tiled_attention.h"
 
@@ -23,6 +25,7 @@ struct Case {
   std::optional<int64_t> window;
   bool documents = false;
   std::optional<double> softcap;
+  bool per_document = false;  // the documents' runs through the causal kernel, not a mask
 };
 
 void check(const Case& c) {
@@ -46,9 +49,18 @@ void check(const Case& c) {
   auto on_gpu = [&](const at::Tensor& t) { return t.to(gpu, at::kFloat).requires_grad_(); };
   at::Tensor gq = on_gpu(q0), gk = on_gpu(k0), gv = on_gpu(v0);
   const at::Tensor gdocs = docs.defined() ? docs.to(gpu) : docs;
-  const at::Tensor out =
-      c.softcap ? nn::tiled_causal_attention(gq, gk, gv, scale, c.window, c.softcap, gdocs)
-                : nn::library_causal_attention(gq, gk, gv, scale, c.window, gdocs);
+  at::Tensor out;
+  if (c.per_document) {
+    const auto runs = nn::document_runs(docs);
+    ASSERT_TRUE(runs.has_value());
+    out = nn::attend_per_document(gq, gk, gv, *runs, [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& d) {
+      return c.softcap ? nn::tiled_causal_attention(a, b, d, scale, c.window, c.softcap)
+                       : nn::library_causal_attention(a, b, d, scale, c.window);
+    });
+  } else {
+    out = c.softcap ? nn::tiled_causal_attention(gq, gk, gv, scale, c.window, c.softcap, gdocs)
+                    : nn::library_causal_attention(gq, gk, gv, scale, c.window, gdocs);
+  }
   out.backward(dout.to(gpu, at::kFloat));
   auto expect_close = [&](const at::Tensor& got, const at::Tensor& want, const char* what) {
     const double err = (got.to(at::kCPU, at::kDouble) - want).abs().max().item<double>();
@@ -67,7 +79,9 @@ TEST(GpuAttention, EveryMaskAgainstFloat64) {
   for (const Case& c :
        {Case{"causal", {}, false, {}}, Case{"window 64", 64, false, {}},
         Case{"documents", {}, true, {}}, Case{"window and documents", 17, true, {}},
-        Case{"softcap", {}, false, 30.0}, Case{"softcap, window, documents", 33, true, 50.0}}) {
+        Case{"softcap", {}, false, 30.0}, Case{"softcap, window, documents", 33, true, 50.0},
+        Case{"documents, per document", {}, true, {}, true}, Case{"window, per document", 17, true, {}, true},
+        Case{"softcap, window, per document", 33, true, 50.0, true}}) {
     check(c);
   }
 }

@@ -1,0 +1,105 @@
+#include "nn/document_runs.h"
+
+#include <ATen/ATen.h>
+
+#include <unordered_set>
+
+#include "core/error.h"
+#include "nn/format.h"
+
+namespace tessel::nn {
+
+std::optional<std::vector<DocumentRun>> document_runs(const at::Tensor& document_ids) {
+  TESSEL_CHECK(document_ids.dim() == 2 && document_ids.device().is_cpu() &&
+                   !at::isFloatingType(document_ids.scalar_type()),
+               "document_runs takes [B, T] integer document ids on the host, got {} {} on {}",
+               c10::toString(document_ids.scalar_type()), shape_string(document_ids.sizes()),
+               document_ids.device().str());
+  const at::Tensor ids = document_ids.to(at::kLong).contiguous();
+  const int64_t B = ids.size(0), T = ids.size(1);
+  const int64_t* p = ids.data_ptr<int64_t>();
+  std::vector<DocumentRun> runs;
+  std::unordered_set<int64_t> ended;  // ids whose run in this row is over
+  for (int64_t b = 0; b < B; ++b) {
+    ended.clear();
+    const int64_t* row = p + b * T;
+    int64_t start = 0;
+    for (int64_t t = 1; t <= T; ++t) {
+      if (t < T && row[t] == row[start]) continue;
+      if (!ended.insert(row[start]).second) return std::nullopt;
+      runs.push_back({b, start, t - start});
+      start = t;
+    }
+  }
+  return runs;
+}
+
+bool runs_are_whole_rows(const std::vector<DocumentRun>& runs, int64_t rows) {
+  return static_cast<int64_t>(runs.size()) == rows;
+}
+
+at::Tensor document_ids_on(const at::Tensor& document_ids, c10::Device device) {
+  if (!document_ids.defined() || document_ids.device() == device) return document_ids;
+  if (document_ids.device().is_cpu() && !device.is_cpu()) {
+    return document_ids.pin_memory().to(device, /*non_blocking=*/true);
+  }
+  return document_ids.to(device);
+}
+
+bool per_document_pays(const std::vector<DocumentRun>& runs, int64_t rows, int64_t row_length, bool on_device) {
+  const double call = on_device ? 16384.0 : 1024.0;  // scores per head a kernel call costs (see the header)
+  auto square = [](int64_t n) { return 0.5 * static_cast<double>(n) * static_cast<double>(n + 1); };
+  double per_document = 0.0;
+  for (const DocumentRun& r : runs) per_document += square(r.length) + call;
+  return per_document < static_cast<double>(rows) * (square(row_length) + call);
+}
+
+at::Tensor attend_per_document(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const std::vector<DocumentRun>& runs, const CausalAttentionCore& core) {
+  TESSEL_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.size(0) == q.size(0) && k.size(2) == q.size(2) &&
+                   v.sizes() == k.sizes(),
+               "attend_per_document: needs q [B, Hq, T, D], k and v [B, Hkv, T, D], got {}, {}, {}",
+               shape_string(q.sizes()), shape_string(k.sizes()), shape_string(v.sizes()));
+  const int64_t B = q.size(0), T = q.size(2);
+  if (runs_are_whole_rows(runs, B)) return core(q, k, v);
+
+  // Each row's run lengths, checked to tile the row in order.
+  std::vector<std::vector<int64_t>> lengths(static_cast<size_t>(B));
+  for (const DocumentRun& r : runs) {
+    TESSEL_CHECK(r.row >= 0 && r.row < B && r.length > 0, "attend_per_document: run (row {}, start {}, length {}) "
+                 "does not fit {} rows", r.row, r.start, r.length, B);
+    auto& row = lengths[static_cast<size_t>(r.row)];
+    int64_t covered = 0;
+    for (int64_t n : row) covered += n;
+    TESSEL_CHECK(r.start == covered, "attend_per_document: row {}'s runs are not in order (one starts at {}, "
+                 "after {} positions)", r.row, r.start, covered);
+    row.push_back(r.length);
+  }
+  const std::vector<at::Tensor> q_rows = q.unbind(0), k_rows = k.unbind(0), v_rows = v.unbind(0);
+  std::vector<at::Tensor> out_rows;
+  out_rows.reserve(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& row = lengths[static_cast<size_t>(b)];
+    int64_t covered = 0;
+    for (int64_t n : row) covered += n;
+    TESSEL_CHECK(covered == T, "attend_per_document: row {}'s runs cover {} of its {} positions", b, covered, T);
+    const size_t i = static_cast<size_t>(b);
+    if (row.size() == 1) {
+      out_rows.push_back(core(q_rows[i].unsqueeze(0), k_rows[i].unsqueeze(0), v_rows[i].unsqueeze(0)));
+      continue;
+    }
+    // [H, T, D] rows split along T: split's backward concatenates the pieces'
+    // gradients (narrow's would add a whole-row zero tensor per piece).
+    const std::vector<at::Tensor> qs = q_rows[i].split_with_sizes(row, 1), ks = k_rows[i].split_with_sizes(row, 1),
+                                  vs = v_rows[i].split_with_sizes(row, 1);
+    std::vector<at::Tensor> pieces;
+    pieces.reserve(row.size());
+    for (size_t j = 0; j < row.size(); ++j) {
+      pieces.push_back(core(qs[j].unsqueeze(0), ks[j].unsqueeze(0), vs[j].unsqueeze(0)));
+    }
+    out_rows.push_back(at::cat(pieces, 2));
+  }
+  return at::cat(out_rows, 0);
+}
+
+}  // namespace tessel::nn

@@ -1,0 +1,73 @@
+// Packed rows attended one document at a time.
+//
+// Why: with document ids [B, T] (packed rows, data/collate.h) a query sees
+// only earlier keys of its own document. Computed as one masked attention
+// over the whole row, every query is scored against every earlier key of the
+// row and the other documents' scores are thrown away: a row of ten
+// documents of equal length does ten times the work its documents need, and
+// on a device the library's masked kernel also gives up its causal one for
+// whole T x T squares plus a [B, T, T] mask per layer (SPEC 10). A document
+// is a contiguous run of equal ids along its row (collate numbers documents
+// in order and pads with -1 at the end), so attention within documents is
+// plain causal attention over each run by itself: the same keys, the same
+// mask, no mask at all.
+//
+// The ids must be on the host (the runs are read from them; reading a
+// device's would wait for its queue at every layer): train_step keeps them
+// there where nothing else needs them on the device.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace tessel::nn {
+
+// Positions [start, start + length) of row `row` hold one document (or the
+// padding after the last one).
+struct DocumentRun {
+  int64_t row = 0, start = 0, length = 0;
+};
+
+// The runs of equal ids in host document ids [B, T] (integer), row by row,
+// left to right; std::nullopt when an id comes back in its row after another
+// one (ids that are not runs: only a mask says who sees whom there).
+std::optional<std::vector<DocumentRun>> document_runs(const at::Tensor& document_ids);
+
+// True when each row is a single run (the ids say no more than causal order).
+bool runs_are_whole_rows(const std::vector<DocumentRun>& runs, int64_t rows);
+
+// Whether attending run by run costs less than one masked pass over `rows`
+// rows of `row_length`: a causal square's scores per run plus a fixed cost
+// per kernel call, against each row's causal square. Many very short
+// documents lose (a call costs more than its few scores), long ones win.
+// The call's cost in scores per head: on the CPU measured with
+// bench_attention_kernels --documents (2026-12-07, docs/bench/attention.md:
+// ~0.25 ms a call, the work of a ~45-token document); on a device an
+// estimate (a kernel launch and the library's dispatch against its rate),
+// not yet measured there.
+bool per_document_pays(const std::vector<DocumentRun>& runs, int64_t rows, int64_t row_length, bool on_device);
+
+// `document_ids` on `device`: from the host through pinned memory without
+// waiting (a pageable copy would wait for the device's queue, at every layer
+// that builds a mask from host ids); unchanged where they are there already.
+at::Tensor document_ids_on(const at::Tensor& document_ids, c10::Device device);
+
+// A causal attention core without documents: q [1, Hq, L, D], k and v
+// [1, Hkv, L, D] -> [1, Hq, L, D] (an Attention's choice of kernel, window
+// and softcap included).
+using CausalAttentionCore = std::function<at::Tensor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v)>;
+
+// q [B, Hq, T, D], k and v [B, Hkv, T, D]: `core` over each run of `runs`
+// (document_runs of the same rows), the pieces put back in place; equal to
+// causal attention with those document ids, and differentiable in q, k, v
+// (the pieces are split views and concatenations, so backward writes each
+// gradient once). Rows that are one run go to `core` whole.
+at::Tensor attend_per_document(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const std::vector<DocumentRun>& runs, const CausalAttentionCore& core);
+
+}  // namespace tessel::nn
