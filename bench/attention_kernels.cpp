@@ -10,7 +10,13 @@
 // the library's masked kernel against its causal one per document where the
 // build has it; one JSON line per kernel.
 //
-// Usage: bench_attention_kernels [--seq T ...] [--rounds N] [--documents N]
+// With --device (e.g. cuda:0; the CUDA build) the tensors live there, each
+// timing waits for the device, and the packed rows compare the library's
+// kernels only (the tiled one is the CPU's).
+//
+// --bfloat16 makes q, k, v (and the gradients) bfloat16, as a GPU trains.
+//
+// Usage: bench_attention_kernels [--seq T ...] [--rounds N] [--documents N] [--device D] [--bfloat16]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -37,6 +43,8 @@ double fwd_bwd_seconds(const Kernel& kernel, const at::Tensor& q, const at::Tens
   const at::Tensor qg = q.detach().requires_grad_(), kg = k.detach().requires_grad_(), vg = v.detach().requires_grad_();
   const auto t0 = tessel::bench::Clock::now();
   kernel(qg, kg, vg).backward(dout);
+  // Reading a value waits for a device's queue (a no-op wait on the CPU).
+  if (!q.device().is_cpu()) (void)vg.grad().select(0, 0).sum().item<double>();
   return tessel::bench::seconds_since(t0);
 }
 
@@ -64,11 +72,15 @@ int main(int argc, char** argv) {
   std::vector<int64_t> seqs;
   int rounds = 7;
   int64_t documents = 0;
+  std::string device_name = "cpu";
+  at::ScalarType dtype = at::kFloat;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds") rounds = std::atoi(argv[++i]);
     else if (a == "--seq") seqs.push_back(std::atoll(argv[++i]));
     else if (a == "--documents") documents = std::atoll(argv[++i]);
+    else if (a == "--device") device_name = argv[++i];
+    else if (a == "--bfloat16") dtype = at::kBFloat16;
   }
   if (seqs.empty()) seqs = {256, 1024};
   at::set_num_threads(1);
@@ -77,8 +89,11 @@ int main(int argc, char** argv) {
   for (const int64_t T : seqs) {
     at::manual_seed(0);
     // As Attention passes them: [B, T, heads, D] projections viewed as [B, heads, T, D].
-    const at::Tensor q = at::randn({B, T, Hq, D}).transpose(1, 2), k = at::randn({B, T, Hkv, D}).transpose(1, 2);
-    const at::Tensor v = at::randn({B, T, Hkv, D}).transpose(1, 2), dout = at::randn({B, Hq, T, D});
+    const c10::Device device(device_name);
+    const at::Tensor q = at::randn({B, T, Hq, D}).to(device, dtype).transpose(1, 2);
+    const at::Tensor k = at::randn({B, T, Hkv, D}).to(device, dtype).transpose(1, 2);
+    const at::Tensor v = at::randn({B, T, Hkv, D}).to(device, dtype).transpose(1, 2);
+    const at::Tensor dout = at::randn({B, Hq, T, D}).to(device, dtype);
     if (documents > 1) {
       const at::Tensor ids = packed_document_ids(B, T, documents);
       const std::vector<DocumentRun> runs = *document_runs(ids);
@@ -87,14 +102,17 @@ int main(int argc, char** argv) {
           return attend_per_document(a, b, c, runs, core);
         };
       };
-      std::vector<std::pair<std::string, Kernel>> packed = {
-          {"tiled, documents as a mask",
-           [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
-             return tiled_causal_attention(a, b, c, scale, std::nullopt, std::nullopt, ids);
-           }},
-          {"tiled, per document", per_document([&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
-             return tiled_causal_attention(a, b, c, scale);
-           })}};
+      std::vector<std::pair<std::string, Kernel>> packed;
+      if (device.is_cpu()) {
+        packed.emplace_back("tiled, documents as a mask",
+                            [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+                              return tiled_causal_attention(a, b, c, scale, std::nullopt, std::nullopt, ids);
+                            });
+        packed.emplace_back("tiled, per document",
+                            per_document([&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+                              return tiled_causal_attention(a, b, c, scale);
+                            }));
+      }
       if (library_attention_available()) {
         packed.emplace_back("library, documents as a mask",
                             [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
@@ -114,8 +132,10 @@ int main(int argc, char** argv) {
       }
       for (std::size_t i = 0; i < packed.size(); ++i) {
         fmt::print("{{\"bench\": \"attention_packed\", \"seq\": {}, \"rows\": {}, \"documents_per_row\": {}, "
-                   "\"kernel\": \"{}\", \"fwd_bwd_median_ms\": {:.3f}, \"rounds\": {}}}\n",
-                   T, B, documents, packed[i].first, 1000 * tessel::bench::median(times[i]), rounds);
+                   "\"kernel\": \"{}\", \"device\": \"{}\", \"dtype\": \"{}\", \"fwd_bwd_median_ms\": {:.3f}, "
+                   "\"rounds\": {}}}\n",
+                   T, B, documents, packed[i].first, device.str(), c10::toString(dtype),
+                   1000 * tessel::bench::median(times[i]), rounds);
       }
       continue;
     }

@@ -35,6 +35,7 @@ if [[ ${TESSEL_CHECK_BENCH:-0} == 1 ]]; then
   bench_python=$torch:$peer_site
   export CONFIG=${CONFIG:-$root/bench/configs/llama-31m/config.json} TESSEL_CHECK_BENCH_SHAPE=${TESSEL_CHECK_BENCH_SHAPE:-64 2 4}
   export TESSEL_CHECK_BENCH_LIMIT=${TESSEL_CHECK_BENCH_LIMIT:-1800}
+  export TESSEL_CHECK_ATTENTION_SEQS=${TESSEL_CHECK_ATTENTION_SEQS:-256} TESSEL_CHECK_ATTENTION_DOCUMENTS=${TESSEL_CHECK_ATTENTION_DOCUMENTS:-4}
 fi
 mapfile -t packages < <(grep -v -E '^\s*(#|$)' scripts/device/debs.txt)
 hide=$(mktemp)

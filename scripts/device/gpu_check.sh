@@ -18,7 +18,8 @@
 # run where it is installed and a GPU is present), TESSEL_CHECK_BENCH=1 (also
 # bench/gpu/run.sh, issue 40: tessel against PyTorch FSDP2; TESSEL_CHECK_BENCH_SHAPE
 # "seq micro_batch steps", default "2048 4 8", TESSEL_CHECK_BENCH_LIMIT seconds,
-# default 300, and run.sh's own CONFIG), TESSEL_CHECK_PROFILE=1
+# default 300, and run.sh's own CONFIG; and bench_attention_kernels on packed
+# rows, TESSEL_CHECK_ATTENTION_SEQS / _DOCUMENTS), TESSEL_CHECK_PROFILE=1
 # (also bench/gpu/profile.sh: each side's step under ncu, where the time
 # goes), TESSEL_CHECK_BUILD_LIMIT
 # (seconds, default 360: a 16-core machine's build; the dry run on 2 cores
@@ -139,6 +140,21 @@ if ((built)); then
     phase bench "${TESSEL_CHECK_BENCH_LIMIT:-300}" bench.log env OUT="$out/bench" DEVICE="$device" \
       bash "$root/bench/gpu/run.sh" "$build" ${TESSEL_CHECK_BENCH_SHAPE:-2048 4 8}
   fi
+  # Packed rows' attention there, with the benchmark: one masked pass against
+  # each document through the causal kernel, at document counts around the
+  # crossing nn/document_runs.h estimates for a device (bfloat16).
+  if [[ ${TESSEL_CHECK_BENCH:-0} == 1 ]]; then
+    phase attention_packed 150 attention_packed.log bash -c '
+      set -e
+      cmake -DTESSEL_BUILD_BENCH=ON "$1" >/dev/null
+      cmake --build "$1" --target bench_attention_kernels -- -j"$2" >/dev/null
+      for n in $5; do
+        for t in $4; do
+          "$1/bin/bench_attention_kernels" --device "$3" --bfloat16 --seq "$t" --documents "$n" --rounds 5
+        done
+      done | tee "$6"' _ "$build" "$jobs" "$device" "${TESSEL_CHECK_ATTENTION_SEQS:-2048 4096}" \
+      "${TESSEL_CHECK_ATTENTION_DOCUMENTS:-8 32 128}" "$out/attention_packed.jsonl"
+  fi
   if [[ ${TESSEL_CHECK_PROFILE:-0} == 1 ]]; then
     phase profile 240 profile.log env OUT="$out/profile" bash "$root/bench/gpu/profile.sh" "$build" 2048 4
   fi
@@ -181,7 +197,7 @@ summary["test_gpu_np4"] = {os.path.basename(p)[len("test_gpu_np4_"):-5]: gtest(p
 for rank, report in summary["test_gpu_np4"].items():  # rank 0 in full; the others' failures only
     if rank != "rank0" and "tests" in report:
         report["tests"] = [t for t in report["tests"] if t["status"] == "failed"]
-for part in ("bench", "profile"):
+for part in ("bench", "attention_packed", "profile"):
     log = os.path.join(out, part + ".log")
     if os.path.exists(log):
         summary[part] = [json.loads(l) for l in open(log, errors="replace") if l.startswith("{")]

@@ -120,9 +120,10 @@ Tensors Attention::forward(const Tensors& inputs) {
   if (kernel_) {
     out = kernel_(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap, document_ids);
   } else if (runs) {
-    out = attend_per_document(q, k, v, *runs, [this](const at::Tensor& qd, const at::Tensor& kd, const at::Tensor& vd) {
+    const CausalAttentionCore plain = [this](const at::Tensor& qd, const at::Tensor& kd, const at::Tensor& vd) {
       return core(qd, kd, vd, at::Tensor());
-    });
+    };
+    out = attend_per_document(q, k, v, *runs, plain);
   } else {
     out = core(q, k, v, document_ids);
   }

@@ -47,11 +47,13 @@ at::Tensor document_ids_on(const at::Tensor& document_ids, c10::Device device) {
 }
 
 bool per_document_pays(const std::vector<DocumentRun>& runs, int64_t rows, int64_t row_length, bool on_device) {
-  const double call = on_device ? 16384.0 : 1024.0;  // scores per head a kernel call costs (see the header)
-  auto square = [](int64_t n) { return 0.5 * static_cast<double>(n) * static_cast<double>(n + 1); };
+  const double call = on_device ? 131072.0 : 1024.0;  // scores per head a kernel call costs (see the header)
+  auto causal_square = [](int64_t n) { return 0.5 * static_cast<double>(n) * static_cast<double>(n + 1); };
+  const double masked_row = on_device ? static_cast<double>(row_length) * static_cast<double>(row_length)
+                                      : causal_square(row_length);
   double per_document = 0.0;
-  for (const DocumentRun& r : runs) per_document += square(r.length) + call;
-  return per_document < static_cast<double>(rows) * (square(row_length) + call);
+  for (const DocumentRun& r : runs) per_document += causal_square(r.length) + call;
+  return per_document < static_cast<double>(rows) * (masked_row + call);
 }
 
 at::Tensor attend_per_document(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

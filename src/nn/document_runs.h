@@ -43,13 +43,18 @@ bool runs_are_whole_rows(const std::vector<DocumentRun>& runs, int64_t rows);
 
 // Whether attending run by run costs less than one masked pass over `rows`
 // rows of `row_length`: a causal square's scores per run plus a fixed cost
-// per kernel call, against each row's causal square. Many very short
-// documents lose (a call costs more than its few scores), long ones win.
-// The call's cost in scores per head: on the CPU measured with
-// bench_attention_kernels --documents (2026-12-07, docs/bench/attention.md:
-// ~0.25 ms a call, the work of a ~45-token document); on a device an
-// estimate (a kernel launch and the library's dispatch against its rate),
-// not yet measured there.
+// per kernel call, against each row's masked pass (the CPU's tiled kernel
+// skips the causal upper triangle: half a square; the library's masked
+// kernel on a device computes whole squares). Many very short documents
+// lose (a call costs more than its few scores), long ones win. The call's
+// cost in scores per head: on the CPU measured with bench_attention_kernels
+// --documents (2026-12-07, docs/bench/attention.md: ~0.25 ms a call, a
+// ~45-token document's square); on a device an estimate, not yet measured
+// there: ~50-80 us of host work to issue a call's kernels forward and
+// backward, against ~0.3 ns per score over 32 heads of 128 (fwd + bwd at
+// ~170 TFLOP/s), ~2^17 scores per head; per document then pays for
+// documents longer than ~32 tokens in rows of 4096, ~64 in rows of 2048,
+// ~130 in rows of 1024.
 bool per_document_pays(const std::vector<DocumentRun>& runs, int64_t rows, int64_t row_length, bool on_device);
 
 // `document_ids` on `device`: from the host through pinned memory without

@@ -53,10 +53,11 @@ void check(const Case& c) {
   if (c.per_document) {
     const auto runs = nn::document_runs(docs);
     ASSERT_TRUE(runs.has_value());
-    out = nn::attend_per_document(gq, gk, gv, *runs, [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& d) {
+    const nn::CausalAttentionCore core = [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& d) {
       return c.softcap ? nn::tiled_causal_attention(a, b, d, scale, c.window, c.softcap)
                        : nn::library_causal_attention(a, b, d, scale, c.window);
-    });
+    };
+    out = nn::attend_per_document(gq, gk, gv, *runs, core);
   } else {
     out = c.softcap ? nn::tiled_causal_attention(gq, gk, gv, scale, c.window, c.softcap, gdocs)
                     : nn::library_causal_attention(gq, gk, gv, scale, c.window, gdocs);

@@ -77,10 +77,13 @@ TEST(DocumentRuns, PerDocumentPaysForDocumentsLongerThanACallsCost) {
   EXPECT_FALSE(per_document_pays(even_runs(2, 128, 4), 2, 128, false));
   // Whole rows cost the same either way: not taken.
   EXPECT_FALSE(per_document_pays(even_runs(2, 512, 512), 2, 512, false));
-  // A device's call costs more scores: 1024 tokens in 64-token documents
-  // still pay there, 16-token ones not.
-  EXPECT_TRUE(per_document_pays(even_runs(2, 1024, 64), 2, 1024, true));
-  EXPECT_FALSE(per_document_pays(even_runs(2, 1024, 16), 2, 1024, true));
+  // A device's call costs far more scores, and its masked pass is whole
+  // squares: rows of 4096 in 512- and 64-token documents pay there, 16-token
+  // ones not, nor rows of 1024 in 64-token documents.
+  EXPECT_TRUE(per_document_pays(even_runs(2, 4096, 512), 2, 4096, true));
+  EXPECT_TRUE(per_document_pays(even_runs(2, 4096, 64), 2, 4096, true));
+  EXPECT_FALSE(per_document_pays(even_runs(2, 4096, 16), 2, 4096, true));
+  EXPECT_FALSE(per_document_pays(even_runs(2, 1024, 64), 2, 1024, true));
 }
 
 struct PackedCase {
