@@ -490,6 +490,10 @@ void run_plan(const PlanArgs& args) {
               static_cast<double>(activations) / (1 << 20),
               split.cp > 1 ? fmt::format(" ({:.2f} MiB at cp 1)", static_cast<double>(activations_cp1) / (1 << 20)).c_str()
                            : "");
+  if (step.packed_rows) {
+    std::printf("  packed rows: counted as full rows (at most that many tokens), with the attention probabilities "
+                "their documents may keep for backward (nn/document_runs.h)\n");
+  }
   if (prediction) {
     print_prediction(cluster, this_layout(), *prediction);
     if (tp > 1) std::printf("tensor-parallel collectives: %s\n", tp_traffic_note.c_str());

@@ -81,6 +81,7 @@ LayoutInputs layout_inputs(const dist::MeshLayout& layout, const config::Paralle
   step.reduce_scatter_each_micro_batch = !par.accumulate_unsharded_grads;
   step.activation_checkpointing = t.activation_checkpointing;
   step.fused_head_loss = t.fused_lm_head_loss;
+  step.packed_rows = t.packing.enabled;
   step.param_element_bytes = t.precision == "float32" ? 4 : 2;
   if (tp > 1) {
     // What one micro batch runs on the tp group, where the plan's form is modelled.

@@ -93,7 +93,13 @@ int64_t layer_bytes_per_token(const models::ModelConfig& m, int64_t layer, int t
   if (cp == 1) {
     const int64_t kept = nn::tiled_attention_kept_probabilities(s.seq_len, heads, kv_heads, head_dim, e,
                                                                 models::layer_sliding_window(m, layer));
-    bytes += kept * std::max<int64_t>(e, 4) / s.seq_len;
+    int64_t kept_bytes = kept * std::max<int64_t>(e, 4) / s.seq_len;
+    // Packed rows' documents, attended one by one, keep theirs when short
+    // enough whatever the row's length: at most what the kernel's rule
+    // allows, the size of q, k, v and the output. (Where the whole row keeps
+    // its own, its documents' smaller squares keep less.)
+    if (s.packed_rows && kept == 0) kept_bytes = (2 * heads + 2 * kv_heads) * head_dim * e;
+    bytes += kept_bytes;
   }
   return bytes;
 }

@@ -86,6 +86,10 @@ struct StepShape {
   // policy.fused_lm_head_loss: the head's loss over vocabulary blocks, so a
   // block of logits instead of the whole [tokens, vocab] (nn/linear_cross_entropy.h).
   bool fused_head_loss = false;
+  // policy.sequence_packing: rows of several documents, which attention runs
+  // one by one (nn/document_runs.h); their lengths are the data's, so the
+  // attention's kept probabilities are counted at the most the kernel keeps.
+  bool packed_rows = false;
   int param_element_bytes = 4;  // compute dtype: fp32 4, bf16/fp16 2 (all-gathers move these)
   TpCollectives tp;             // what one micro batch runs on the tp group (tp_traffic.h)
 };

@@ -153,6 +153,28 @@ TEST(StepPrediction, TheFusedHeadKeepsABlockOfLogitsNotAllOfThem) {
   EXPECT_EQ(activation_bytes(m, 1, 1, shape), small_fused);
 }
 
+TEST(StepPrediction, PackedRowsCountTheProbabilitiesTheirDocumentsMayKeep) {
+  // 2 query and 2 kv heads of 16 in float32: rows of 2048 keep no
+  // probabilities, packed rows' documents up to (2 x 2 + 2 x 2) x 16 x 4 B
+  // per token, the kernel's bound.
+  StepShape shape;
+  shape.micro_batch = 2;
+  shape.seq_len = 2048;
+  const int64_t rows = layer_activation_bytes(tiny_model(), 1, 1, shape);
+  shape.packed_rows = true;
+  EXPECT_EQ(layer_activation_bytes(tiny_model(), 1, 1, shape) - rows, int64_t{2} * 2048 * 8 * 16 * 4);
+  // Rows short enough to keep theirs already count them: nothing more.
+  shape.seq_len = 16;
+  const int64_t short_packed = layer_activation_bytes(tiny_model(), 1, 1, shape);
+  shape.packed_rows = false;
+  EXPECT_EQ(layer_activation_bytes(tiny_model(), 1, 1, shape), short_packed);
+  // Under context parallelism the ring keeps none either way.
+  shape.seq_len = 2048;
+  const int64_t ring = layer_activation_bytes(tiny_model(), 1, 2, shape);
+  shape.packed_rows = true;
+  EXPECT_EQ(layer_activation_bytes(tiny_model(), 1, 2, shape), ring);
+}
+
 TEST(StepPrediction, TensorParallelCollectivesAddToComputeAndHideNothing) {
   dist::MeshSizes sizes;
   sizes.world_size = 2;
