@@ -34,10 +34,6 @@ std::optional<std::vector<DocumentRun>> document_runs(const at::Tensor& document
   return runs;
 }
 
-bool runs_are_whole_rows(const std::vector<DocumentRun>& runs, int64_t rows) {
-  return static_cast<int64_t>(runs.size()) == rows;
-}
-
 at::Tensor document_ids_on(const at::Tensor& document_ids, c10::Device device) {
   if (!document_ids.defined() || document_ids.device() == device) return document_ids;
   if (document_ids.device().is_cpu() && !device.is_cpu()) {
@@ -63,7 +59,6 @@ at::Tensor attend_per_document(const at::Tensor& q, const at::Tensor& k, const a
                "attend_per_document: needs q [B, Hq, T, D], k and v [B, Hkv, T, D], got {}, {}, {}",
                shape_string(q.sizes()), shape_string(k.sizes()), shape_string(v.sizes()));
   const int64_t B = q.size(0), T = q.size(2);
-  if (runs_are_whole_rows(runs, B)) return core(q, k, v);
 
   // Each row's run lengths, checked to tile the row in order.
   std::vector<std::vector<int64_t>> lengths(static_cast<size_t>(B));
@@ -77,14 +72,21 @@ at::Tensor attend_per_document(const at::Tensor& q, const at::Tensor& k, const a
                  "after {} positions)", r.row, r.start, covered);
     row.push_back(r.length);
   }
-  const std::vector<at::Tensor> q_rows = q.unbind(0), k_rows = k.unbind(0), v_rows = v.unbind(0);
-  std::vector<at::Tensor> out_rows;
-  out_rows.reserve(static_cast<size_t>(B));
+  bool whole_rows = true;
   for (int64_t b = 0; b < B; ++b) {
     const auto& row = lengths[static_cast<size_t>(b)];
     int64_t covered = 0;
     for (int64_t n : row) covered += n;
     TESSEL_CHECK(covered == T, "attend_per_document: row {}'s runs cover {} of its {} positions", b, covered, T);
+    whole_rows = whole_rows && row.size() == 1;
+  }
+  if (whole_rows) return core(q, k, v);
+
+  const std::vector<at::Tensor> q_rows = q.unbind(0), k_rows = k.unbind(0), v_rows = v.unbind(0);
+  std::vector<at::Tensor> out_rows;
+  out_rows.reserve(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& row = lengths[static_cast<size_t>(b)];
     const size_t i = static_cast<size_t>(b);
     if (row.size() == 1) {
       out_rows.push_back(core(q_rows[i].unsqueeze(0), k_rows[i].unsqueeze(0), v_rows[i].unsqueeze(0)));

@@ -38,9 +38,6 @@ struct DocumentRun {
 // one (ids that are not runs: only a mask says who sees whom there).
 std::optional<std::vector<DocumentRun>> document_runs(const at::Tensor& document_ids);
 
-// True when each row is a single run (the ids say no more than causal order).
-bool runs_are_whole_rows(const std::vector<DocumentRun>& runs, int64_t rows);
-
 // Whether attending run by run costs less than one masked pass over `rows`
 // rows of `row_length`: a causal square's scores per run plus a fixed cost
 // per kernel call, against each row's masked pass (the CPU's tiled kernel

@@ -40,8 +40,8 @@ TEST(DocumentRuns, EachRowsRunsInOrder) {
   const std::vector<std::vector<int64_t>> want = {{0, 0, 3}, {0, 3, 2}, {0, 5, 2}, {1, 0, 7},
                                                   {2, 0, 1}, {2, 1, 1}, {2, 2, 4}, {2, 6, 1}};
   EXPECT_EQ(as_triples(*runs), want);
-  EXPECT_FALSE(runs_are_whole_rows(*runs, 3));
-  EXPECT_TRUE(runs_are_whole_rows(*document_runs(packed_ids({{3, 3}, {-1, -1}})), 2));
+  EXPECT_EQ(as_triples(*document_runs(packed_ids({{3, 3}, {-1, -1}}))),
+            (std::vector<std::vector<int64_t>>{{0, 0, 2}, {1, 0, 2}}));
   // int32 ids read alike.
   EXPECT_EQ(as_triples(*document_runs(packed_ids({{0, 1, 1}}).to(at::kInt))),
             (std::vector<std::vector<int64_t>>{{0, 0, 1}, {0, 1, 2}}));
@@ -149,6 +149,7 @@ TEST(AttendPerDocument, RunsThatDoNotTileTheRowsAreRefused) {
   EXPECT_THROW(attend_per_document(q, kv, kv, {{0, 0, 2}, {0, 2, 1}}, core), Error);  // 3 of 4 positions
   EXPECT_THROW(attend_per_document(q, kv, kv, {{0, 0, 2}, {0, 3, 2}}, core), Error);  // a gap
   EXPECT_THROW(attend_per_document(q, kv, kv, {{0, 0, 2}, {1, 0, 2}}, core), Error);  // a row too many
+  EXPECT_THROW(attend_per_document(q, kv, kv, {{0, 0, 2}}, core), Error);            // one run, half the row
 }
 
 // The module on packed rows (host ids: the per-document path) against each
