@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     const at::Tensor dout = at::randn({B, Hq, T, D}).to(device, dtype);
     if (documents > 1) {
       const at::Tensor ids = packed_document_ids(B, T, documents);
-      const std::vector<DocumentRun> runs = *document_runs(ids);
+      const DocumentRuns runs = *document_runs(ids);
       auto per_document = [&](CausalAttentionCore core) -> Kernel {
         return [&, core](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
           return attend_per_document(a, b, c, runs, core);

@@ -112,10 +112,10 @@ Tensors Attention::forward(const Tensors& inputs) {
   at::Tensor out;
   // Host ids (train_step leaves them there) are read for their runs; a row
   // of many very short documents stays one masked pass.
-  std::optional<std::vector<DocumentRun>> runs;
+  std::optional<DocumentRuns> runs;
   if (!kernel_ && document_ids.defined() && document_ids.device().is_cpu()) {
     runs = document_runs(document_ids);
-    if (runs && !per_document_pays(*runs, B, T, !q.device().is_cpu())) runs.reset();
+    if (runs && !per_document_pays(*runs, T, !q.device().is_cpu())) runs.reset();
   }
   if (kernel_) {
     out = kernel_(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap, document_ids);

@@ -9,7 +9,7 @@
 
 namespace tessel::nn {
 
-std::optional<std::vector<DocumentRun>> document_runs(const at::Tensor& document_ids) {
+std::optional<DocumentRuns> document_runs(const at::Tensor& document_ids) {
   TESSEL_CHECK(document_ids.dim() == 2 && document_ids.device().is_cpu() &&
                    !at::isFloatingType(document_ids.scalar_type()),
                "document_runs takes [B, T] integer document ids on the host, got {} {} on {}",
@@ -18,7 +18,7 @@ std::optional<std::vector<DocumentRun>> document_runs(const at::Tensor& document
   const at::Tensor ids = document_ids.to(at::kLong).contiguous();
   const int64_t B = ids.size(0), T = ids.size(1);
   const int64_t* p = ids.data_ptr<int64_t>();
-  std::vector<DocumentRun> runs;
+  DocumentRuns runs(static_cast<size_t>(B));
   std::unordered_set<int64_t> ended;  // ids whose run in this row is over
   for (int64_t b = 0; b < B; ++b) {
     ended.clear();
@@ -27,7 +27,7 @@ std::optional<std::vector<DocumentRun>> document_runs(const at::Tensor& document
     for (int64_t t = 1; t <= T; ++t) {
       if (t < T && row[t] == row[start]) continue;
       if (!ended.insert(row[start]).second) return std::nullopt;
-      runs.push_back({b, start, t - start});
+      runs[static_cast<size_t>(b)].push_back(t - start);
       start = t;
     }
   }
@@ -42,41 +42,35 @@ at::Tensor document_ids_on(const at::Tensor& document_ids, c10::Device device) {
   return document_ids.to(device);
 }
 
-bool per_document_pays(const std::vector<DocumentRun>& runs, int64_t rows, int64_t row_length, bool on_device) {
+bool per_document_pays(const DocumentRuns& runs, int64_t row_length, bool on_device) {
   const double call = on_device ? 131072.0 : 1024.0;  // scores per head a kernel call costs (see the header)
   auto causal_square = [](int64_t n) { return 0.5 * static_cast<double>(n) * static_cast<double>(n + 1); };
   const double masked_row = on_device ? static_cast<double>(row_length) * static_cast<double>(row_length)
                                       : causal_square(row_length);
   double per_document = 0.0;
-  for (const DocumentRun& r : runs) per_document += causal_square(r.length) + call;
-  return per_document < static_cast<double>(rows) * (masked_row + call);
+  for (const auto& row : runs) {
+    for (int64_t length : row) per_document += causal_square(length) + call;
+  }
+  return per_document < static_cast<double>(runs.size()) * (masked_row + call);
 }
 
 at::Tensor attend_per_document(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                               const std::vector<DocumentRun>& runs, const CausalAttentionCore& core) {
+                               const DocumentRuns& runs, const CausalAttentionCore& core) {
   TESSEL_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.size(0) == q.size(0) && k.size(2) == q.size(2) &&
                    v.sizes() == k.sizes(),
                "attend_per_document: needs q [B, Hq, T, D], k and v [B, Hkv, T, D], got {}, {}, {}",
                shape_string(q.sizes()), shape_string(k.sizes()), shape_string(v.sizes()));
   const int64_t B = q.size(0), T = q.size(2);
-
-  // Each row's run lengths, checked to tile the row in order.
-  std::vector<std::vector<int64_t>> lengths(static_cast<size_t>(B));
-  for (const DocumentRun& r : runs) {
-    TESSEL_CHECK(r.row >= 0 && r.row < B && r.length > 0, "attend_per_document: run (row {}, start {}, length {}) "
-                 "does not fit {} rows", r.row, r.start, r.length, B);
-    auto& row = lengths[static_cast<size_t>(r.row)];
-    int64_t covered = 0;
-    for (int64_t n : row) covered += n;
-    TESSEL_CHECK(r.start == covered, "attend_per_document: row {}'s runs are not in order (one starts at {}, "
-                 "after {} positions)", r.row, r.start, covered);
-    row.push_back(r.length);
-  }
+  TESSEL_CHECK(static_cast<int64_t>(runs.size()) == B, "attend_per_document: runs of {} rows for {} rows",
+               runs.size(), B);
   bool whole_rows = true;
   for (int64_t b = 0; b < B; ++b) {
-    const auto& row = lengths[static_cast<size_t>(b)];
+    const auto& row = runs[static_cast<size_t>(b)];
     int64_t covered = 0;
-    for (int64_t n : row) covered += n;
+    for (int64_t n : row) {
+      TESSEL_CHECK(n > 0, "attend_per_document: row {} has a run of {} positions", b, n);
+      covered += n;
+    }
     TESSEL_CHECK(covered == T, "attend_per_document: row {}'s runs cover {} of its {} positions", b, covered, T);
     whole_rows = whole_rows && row.size() == 1;
   }
@@ -86,8 +80,8 @@ at::Tensor attend_per_document(const at::Tensor& q, const at::Tensor& k, const a
   std::vector<at::Tensor> out_rows;
   out_rows.reserve(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
-    const auto& row = lengths[static_cast<size_t>(b)];
     const size_t i = static_cast<size_t>(b);
+    const auto& row = runs[i];
     if (row.size() == 1) {
       out_rows.push_back(core(q_rows[i].unsqueeze(0), k_rows[i].unsqueeze(0), v_rows[i].unsqueeze(0)));
       continue;

@@ -27,19 +27,17 @@
 
 namespace tessel::nn {
 
-// Positions [start, start + length) of row `row` hold one document (or the
-// padding after the last one).
-struct DocumentRun {
-  int64_t row = 0, start = 0, length = 0;
-};
+// Each row's runs as their lengths, left to right: a run is one document (or
+// the padding after the last one); a row's lengths add up to its length.
+using DocumentRuns = std::vector<std::vector<int64_t>>;
 
-// The runs of equal ids in host document ids [B, T] (integer), row by row,
-// left to right; std::nullopt when an id comes back in its row after another
-// one (ids that are not runs: only a mask says who sees whom there).
-std::optional<std::vector<DocumentRun>> document_runs(const at::Tensor& document_ids);
+// The runs of equal ids in host document ids [B, T] (integer); std::nullopt
+// when an id comes back in its row after another one (ids that are not runs:
+// only a mask says who sees whom there).
+std::optional<DocumentRuns> document_runs(const at::Tensor& document_ids);
 
-// Whether attending run by run costs less than one masked pass over `rows`
-// rows of `row_length`: a causal square's scores per run plus a fixed cost
+// Whether attending run by run costs less than one masked pass over the
+// rows of `runs`, each `row_length` long: a causal square's scores per run plus a fixed cost
 // per kernel call, against each row's masked pass (the CPU's tiled kernel
 // skips the causal upper triangle: half a square; the library's masked
 // kernel on a device computes whole squares). Many very short documents
@@ -52,7 +50,7 @@ std::optional<std::vector<DocumentRun>> document_runs(const at::Tensor& document
 // ~170 TFLOP/s), ~2^17 scores per head; per document then pays for
 // documents longer than ~32 tokens in rows of 4096, ~64 in rows of 2048,
 // ~130 in rows of 1024.
-bool per_document_pays(const std::vector<DocumentRun>& runs, int64_t rows, int64_t row_length, bool on_device);
+bool per_document_pays(const DocumentRuns& runs, int64_t row_length, bool on_device);
 
 // `document_ids` on `device`: from the host through pinned memory without
 // waiting (a pageable copy would wait for the device's queue, at every layer
@@ -70,6 +68,6 @@ using CausalAttentionCore = std::function<at::Tensor(const at::Tensor& q, const 
 // (the pieces are split views and concatenations, so backward writes each
 // gradient once). Rows that are one run go to `core` whole.
 at::Tensor attend_per_document(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                               const std::vector<DocumentRun>& runs, const CausalAttentionCore& core);
+                               const DocumentRuns& runs, const CausalAttentionCore& core);
 
 }  // namespace tessel::nn

@@ -28,23 +28,13 @@ at::Tensor packed_ids(const std::vector<std::vector<int64_t>>& rows) {
   return at::stack(out);
 }
 
-std::vector<std::vector<int64_t>> as_triples(const std::vector<DocumentRun>& runs) {
-  std::vector<std::vector<int64_t>> out;
-  for (const DocumentRun& r : runs) out.push_back({r.row, r.start, r.length});
-  return out;
-}
-
 TEST(DocumentRuns, EachRowsRunsInOrder) {
   const auto runs = document_runs(packed_ids({{0, 0, 0, 1, 1, -1, -1}, {0, 0, 0, 0, 0, 0, 0}, {4, 5, 6, 6, 6, 6, 9}}));
   ASSERT_TRUE(runs.has_value());
-  const std::vector<std::vector<int64_t>> want = {{0, 0, 3}, {0, 3, 2}, {0, 5, 2}, {1, 0, 7},
-                                                  {2, 0, 1}, {2, 1, 1}, {2, 2, 4}, {2, 6, 1}};
-  EXPECT_EQ(as_triples(*runs), want);
-  EXPECT_EQ(as_triples(*document_runs(packed_ids({{3, 3}, {-1, -1}}))),
-            (std::vector<std::vector<int64_t>>{{0, 0, 2}, {1, 0, 2}}));
+  EXPECT_EQ(*runs, (DocumentRuns{{3, 2, 2}, {7}, {1, 1, 4, 1}}));
+  EXPECT_EQ(*document_runs(packed_ids({{3, 3}, {-1, -1}})), (DocumentRuns{{2}, {2}}));
   // int32 ids read alike.
-  EXPECT_EQ(as_triples(*document_runs(packed_ids({{0, 1, 1}}).to(at::kInt))),
-            (std::vector<std::vector<int64_t>>{{0, 0, 1}, {0, 1, 2}}));
+  EXPECT_EQ(*document_runs(packed_ids({{0, 1, 1}}).to(at::kInt)), (DocumentRuns{{1, 2}}));
 }
 
 TEST(DocumentRuns, AnIdThatComesBackIsNotARun) {
@@ -58,10 +48,10 @@ TEST(DocumentRuns, AnIdThatComesBackIsNotARun) {
 }
 
 // Runs of `length` tokens filling `rows` rows of `row_length`.
-std::vector<DocumentRun> even_runs(int64_t rows, int64_t row_length, int64_t length) {
-  std::vector<DocumentRun> runs;
-  for (int64_t b = 0; b < rows; ++b) {
-    for (int64_t t = 0; t < row_length; t += length) runs.push_back({b, t, std::min(length, row_length - t)});
+DocumentRuns even_runs(int64_t rows, int64_t row_length, int64_t length) {
+  DocumentRuns runs(static_cast<size_t>(rows));
+  for (auto& row : runs) {
+    for (int64_t t = 0; t < row_length; t += length) row.push_back(std::min(length, row_length - t));
   }
   return runs;
 }
@@ -70,20 +60,20 @@ std::vector<DocumentRun> even_runs(int64_t rows, int64_t row_length, int64_t len
 // 2026-12-07): per document won at 1024 tokens in 16 to 64 documents a row
 // and at 128 tokens in 2; lost at 256 tokens in 64 and 128 in 32.
 TEST(DocumentRuns, PerDocumentPaysForDocumentsLongerThanACallsCost) {
-  EXPECT_TRUE(per_document_pays(even_runs(2, 1024, 64), 2, 1024, false));
-  EXPECT_TRUE(per_document_pays(even_runs(2, 1024, 16), 2, 1024, false));
-  EXPECT_TRUE(per_document_pays(even_runs(2, 128, 64), 2, 128, false));
-  EXPECT_FALSE(per_document_pays(even_runs(2, 256, 4), 2, 256, false));
-  EXPECT_FALSE(per_document_pays(even_runs(2, 128, 4), 2, 128, false));
+  EXPECT_TRUE(per_document_pays(even_runs(2, 1024, 64), 1024, false));
+  EXPECT_TRUE(per_document_pays(even_runs(2, 1024, 16), 1024, false));
+  EXPECT_TRUE(per_document_pays(even_runs(2, 128, 64), 128, false));
+  EXPECT_FALSE(per_document_pays(even_runs(2, 256, 4), 256, false));
+  EXPECT_FALSE(per_document_pays(even_runs(2, 128, 4), 128, false));
   // Whole rows cost the same either way: not taken.
-  EXPECT_FALSE(per_document_pays(even_runs(2, 512, 512), 2, 512, false));
+  EXPECT_FALSE(per_document_pays(even_runs(2, 512, 512), 512, false));
   // A device's call costs far more scores, and its masked pass is whole
   // squares: rows of 4096 in 512- and 64-token documents pay there, 16-token
   // ones not, nor rows of 1024 in 64-token documents.
-  EXPECT_TRUE(per_document_pays(even_runs(2, 4096, 512), 2, 4096, true));
-  EXPECT_TRUE(per_document_pays(even_runs(2, 4096, 64), 2, 4096, true));
-  EXPECT_FALSE(per_document_pays(even_runs(2, 4096, 16), 2, 4096, true));
-  EXPECT_FALSE(per_document_pays(even_runs(2, 1024, 64), 2, 1024, true));
+  EXPECT_TRUE(per_document_pays(even_runs(2, 4096, 512), 4096, true));
+  EXPECT_TRUE(per_document_pays(even_runs(2, 4096, 64), 4096, true));
+  EXPECT_FALSE(per_document_pays(even_runs(2, 4096, 16), 4096, true));
+  EXPECT_FALSE(per_document_pays(even_runs(2, 1024, 64), 1024, true));
 }
 
 struct PackedCase {
@@ -146,10 +136,11 @@ TEST(AttendPerDocument, OverTheLibraryKernelEqualsTheMask) {
 TEST(AttendPerDocument, RunsThatDoNotTileTheRowsAreRefused) {
   const at::Tensor q = at::zeros({1, 2, 4, 3}), kv = at::zeros({1, 1, 4, 3});
   const CausalAttentionCore core = [](const at::Tensor& q, const at::Tensor&, const at::Tensor&) { return q; };
-  EXPECT_THROW(attend_per_document(q, kv, kv, {{0, 0, 2}, {0, 2, 1}}, core), Error);  // 3 of 4 positions
-  EXPECT_THROW(attend_per_document(q, kv, kv, {{0, 0, 2}, {0, 3, 2}}, core), Error);  // a gap
-  EXPECT_THROW(attend_per_document(q, kv, kv, {{0, 0, 2}, {1, 0, 2}}, core), Error);  // a row too many
-  EXPECT_THROW(attend_per_document(q, kv, kv, {{0, 0, 2}}, core), Error);            // one run, half the row
+  EXPECT_THROW(attend_per_document(q, kv, kv, {{2, 1}}, core), Error);     // 3 of 4 positions
+  EXPECT_THROW(attend_per_document(q, kv, kv, {{2, 3}}, core), Error);     // 5 of 4
+  EXPECT_THROW(attend_per_document(q, kv, kv, {{4, 0}}, core), Error);     // an empty run
+  EXPECT_THROW(attend_per_document(q, kv, kv, {{2, 2}, {4}}, core), Error);  // a row too many
+  EXPECT_THROW(attend_per_document(q, kv, kv, {{2}}, core), Error);        // one run, half the row
 }
 
 // The module on packed rows (host ids: the per-document path) against each
@@ -177,17 +168,21 @@ TEST(AttendPerDocument, AttentionOnPackedRowsEqualsEachDocumentAlone) {
                                     at::full({T}, 4, at::kLong)});
   const auto runs = document_runs(ids);
   ASSERT_TRUE(runs.has_value());
-  ASSERT_TRUE(per_document_pays(*runs, 2, T, /*on_device=*/false));
+  ASSERT_TRUE(per_document_pays(*runs, T, /*on_device=*/false));
   const at::Tensor x = at::randn({2, T, 16}, f64), cos = at::randn({2, T, 4}, f64), sin = at::randn({2, T, 4}, f64);
   const at::Tensor y = packed->call({x, cos, sin, ids})[0];
   y.pow(2).sum().backward();
 
   at::Tensor loss = at::zeros({}, f64);
-  for (const DocumentRun& r : *runs) {
-    auto piece = [&](const at::Tensor& t) { return t.narrow(0, r.row, 1).narrow(1, r.start, r.length); };
-    const at::Tensor y_alone = alone->call({piece(x), piece(cos), piece(sin)})[0];
-    test_support::expect_allclose(y_alone, piece(y), 1e-12, "run output");
-    loss = loss + y_alone.pow(2).sum();
+  for (int64_t b = 0; b < 2; ++b) {
+    int64_t start = 0;
+    for (int64_t length : (*runs)[static_cast<size_t>(b)]) {
+      auto piece = [&](const at::Tensor& t) { return t.narrow(0, b, 1).narrow(1, start, length); };
+      const at::Tensor y_alone = alone->call({piece(x), piece(cos), piece(sin)})[0];
+      test_support::expect_allclose(y_alone, piece(y), 1e-12, "run output");
+      loss = loss + y_alone.pow(2).sum();
+      start += length;
+    }
   }
   loss.backward();
   for (auto& p : packed->named_parameters()) {
