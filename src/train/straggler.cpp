@@ -67,6 +67,7 @@ std::optional<Straggler> find_straggler(const std::vector<double>& wait_s, doubl
                      on_node < static_cast<std::ptrdiff_t>(node_of_rank.size());
     }
   }
+  if (named.size() > 1 && 2 * named.size() >= wait_s.size() && !s.whole_node) return std::nullopt;
   return s;
 }
 
