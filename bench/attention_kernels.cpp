@@ -16,7 +16,14 @@
 //
 // --bfloat16 makes q, k, v (and the gradients) bfloat16, as a GPU trains.
 //
-// Usage: bench_attention_kernels [--seq T ...] [--rounds N] [--documents N] [--device D] [--bfloat16]
+// With --window W (builds with the library's kernel) a sliding window of W:
+// the library's masked kernel over whole rows with the window as one [T, T]
+// mask against the same kernel in bands of queries (nn/window_bands.h), and
+// on the CPU the tiled kernel (which skips the tiles outside the window);
+// one JSON line per kernel.
+//
+// Usage: bench_attention_kernels [--seq T ...] [--rounds N] [--documents N] [--window W] [--device D]
+//                                [--bfloat16]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -33,6 +40,7 @@
 #include "nn/document_runs.h"
 #include "nn/library_attention.h"
 #include "nn/tiled_attention.h"
+#include "nn/window_bands.h"
 
 namespace {
 
@@ -48,6 +56,22 @@ double fwd_bwd_seconds(const Kernel& kernel, const at::Tensor& q, const at::Tens
   return tessel::bench::seconds_since(t0);
 }
 
+// Each kernel's median fwd + bwd seconds over `rounds`, the kernels taken in
+// turn each round (the machine drifts); a first round warms them up.
+std::vector<double> median_seconds(const std::vector<std::pair<std::string, Kernel>>& kernels, int rounds,
+                                   const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const at::Tensor& dout) {
+  std::vector<std::vector<double>> times(kernels.size());
+  for (int r = 0; r <= rounds; ++r) {
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      const double s = fwd_bwd_seconds(kernels[i].second, q, k, v, dout);
+      if (r > 0) times[i].push_back(s);
+    }
+  }
+  std::vector<double> medians;
+  for (const auto& t : times) medians.push_back(tessel::bench::median(t));
+  return medians;
+}
 
 // Rows of `documents` documents each, lengths drawn at random (each at
 // least 1); row 1 ends in padding (-1) for its last document's length.
@@ -72,6 +96,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> seqs;
   int rounds = 7;
   int64_t documents = 0;
+  int64_t window = 0;
   std::string device_name = "cpu";
   at::ScalarType dtype = at::kFloat;
   for (int i = 1; i < argc; ++i) {
@@ -79,6 +104,7 @@ int main(int argc, char** argv) {
     if (a == "--rounds") rounds = std::atoi(argv[++i]);
     else if (a == "--seq") seqs.push_back(std::atoll(argv[++i]));
     else if (a == "--documents") documents = std::atoll(argv[++i]);
+    else if (a == "--window") window = std::atoll(argv[++i]);
     else if (a == "--device") device_name = argv[++i];
     else if (a == "--bfloat16") dtype = at::kBFloat16;
   }
@@ -94,6 +120,40 @@ int main(int argc, char** argv) {
     const at::Tensor k = at::randn({B, T, Hkv, D}).to(device, dtype).transpose(1, 2);
     const at::Tensor v = at::randn({B, T, Hkv, D}).to(device, dtype).transpose(1, 2);
     const at::Tensor dout = at::randn({B, Hq, T, D}).to(device, dtype);
+    if (window > 0) {
+      if (!library_attention_available()) {
+        fmt::print(stderr, "--window compares the library's kernels; this build's libtorch has none\n");
+        return 2;
+      }
+      // Causal and within the window: i - W < j <= i.
+      const at::Tensor one_mask =
+          at::ones({T, T}, at::TensorOptions().dtype(at::kBool).device(device)).tril().triu(-(window - 1));
+      std::vector<std::pair<std::string, Kernel>> windowed;
+      if (device.is_cpu()) {
+        windowed.emplace_back("tiled, window", [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+          return tiled_causal_attention(a, b, c, scale, window);
+        });
+      }
+      windowed.emplace_back("library, window as one mask",
+                            [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+                              return library_masked_attention(a, b, c, one_mask.view({1, 1, T, T}), scale);
+                            });
+      windowed.emplace_back("library, window in bands", [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+        return attend_in_window_bands(a, b, c, window, {}, [&](const at::Tensor& bq, const at::Tensor& bk,
+                                                               const at::Tensor& bv, const at::Tensor& visible) {
+          return library_masked_attention(bq, bk, bv, visible, scale);
+        });
+      });
+      const std::vector<double> medians = median_seconds(windowed, rounds, q, k, v, dout);
+      for (std::size_t i = 0; i < windowed.size(); ++i) {
+        fmt::print("{{\"bench\": \"attention_window\", \"seq\": {}, \"rows\": {}, \"window\": {}, "
+                   "\"kernel\": \"{}\", \"bands_chosen\": {}, \"device\": \"{}\", \"dtype\": \"{}\", "
+                   "\"fwd_bwd_median_ms\": {:.3f}, \"rounds\": {}}}\n",
+                   T, B, window, windowed[i].first, window_bands_pay(T, window), device.str(),
+                   c10::toString(dtype), 1000 * medians[i], rounds);
+      }
+      continue;
+    }
     if (documents > 1) {
       const at::Tensor ids = packed_document_ids(B, T, documents);
       const DocumentRuns runs = *document_runs(ids);
@@ -123,19 +183,13 @@ int main(int argc, char** argv) {
                               return library_causal_attention(a, b, c, scale);
                             }));
       }
-      std::vector<std::vector<double>> times(packed.size());
-      for (int r = 0; r <= rounds; ++r) {
-        for (std::size_t i = 0; i < packed.size(); ++i) {
-          const double s = fwd_bwd_seconds(packed[i].second, q, k, v, dout);
-          if (r > 0) times[i].push_back(s);
-        }
-      }
+      const std::vector<double> medians = median_seconds(packed, rounds, q, k, v, dout);
       for (std::size_t i = 0; i < packed.size(); ++i) {
         fmt::print("{{\"bench\": \"attention_packed\", \"seq\": {}, \"rows\": {}, \"documents_per_row\": {}, "
                    "\"kernel\": \"{}\", \"device\": \"{}\", \"dtype\": \"{}\", \"fwd_bwd_median_ms\": {:.3f}, "
                    "\"rounds\": {}}}\n",
-                   T, B, documents, packed[i].first, device.str(), c10::toString(dtype),
-                   1000 * tessel::bench::median(times[i]), rounds);
+                   T, B, documents, packed[i].first, device.str(), c10::toString(dtype), 1000 * medians[i],
+                   rounds);
       }
       continue;
     }
@@ -155,16 +209,10 @@ int main(int argc, char** argv) {
         return library_causal_attention(a, b, c, scale);
       });
     }
-    std::vector<std::vector<double>> times(kernels.size());
-    for (int r = 0; r <= rounds; ++r) {
-      for (std::size_t i = 0; i < kernels.size(); ++i) {
-        const double s = fwd_bwd_seconds(kernels[i].second, q, k, v, dout);
-        if (r > 0) times[i].push_back(s);  // round 0 warms up
-      }
-    }
+    const std::vector<double> medians = median_seconds(kernels, rounds, q, k, v, dout);
     for (std::size_t i = 0; i < kernels.size(); ++i) {
       fmt::print("T {:>5}  {:<32} fwd+bwd median {:.2f} ms (x{:.2f} of causal_attention)\n", T, kernels[i].first,
-                 1000 * tessel::bench::median(times[i]), tessel::bench::median(times[i]) / tessel::bench::median(times[0]));
+                 1000 * medians[i], medians[i] / medians[0]);
     }
   }
   return 0;

@@ -19,7 +19,8 @@
 # bench/gpu/run.sh, issue 40: tessel against PyTorch FSDP2; TESSEL_CHECK_BENCH_SHAPE
 # "seq micro_batch steps", default "2048 4 8", TESSEL_CHECK_BENCH_LIMIT seconds,
 # default 300, and run.sh's own CONFIG; and bench_attention_kernels on packed
-# rows, TESSEL_CHECK_ATTENTION_SEQS / _DOCUMENTS), TESSEL_CHECK_PROFILE=1
+# rows, TESSEL_CHECK_ATTENTION_SEQS / _DOCUMENTS, and a sliding window,
+# TESSEL_CHECK_ATTENTION_WINDOW, default 512, at _WINDOW_SEQS), TESSEL_CHECK_PROFILE=1
 # (also bench/gpu/profile.sh: each side's step under ncu, where the time
 # goes), TESSEL_CHECK_BUILD_LIMIT
 # (seconds, default 360: a 16-core machine's build; the dry run on 2 cores
@@ -142,7 +143,10 @@ if ((built)); then
   fi
   # Packed rows' attention there, with the benchmark: one masked pass against
   # each document through the causal kernel, at document counts around the
-  # crossing nn/document_runs.h estimates for a device (bfloat16).
+  # crossing nn/document_runs.h estimates for a device (bfloat16); and a
+  # sliding window (Gemma 3's 512) as one mask against bands of queries
+  # (nn/window_bands.h), at rows of 2 to 8 windows around the crossing the
+  # CPU's library kernel put at 3.
   if [[ ${TESSEL_CHECK_BENCH:-0} == 1 ]]; then
     phase attention_packed 150 attention_packed.log bash -c '
       set -e
@@ -152,8 +156,12 @@ if ((built)); then
         for t in $4; do
           "$1/bin/bench_attention_kernels" --device "$3" --bfloat16 --seq "$t" --documents "$n" --rounds 5
         done
-      done | tee "$6"' _ "$build" "$jobs" "$device" "${TESSEL_CHECK_ATTENTION_SEQS:-2048 4096}" \
-      "${TESSEL_CHECK_ATTENTION_DOCUMENTS:-8 32 128}" "$out/attention_packed.jsonl"
+      done | tee "$6"
+      for t in $8; do
+        "$1/bin/bench_attention_kernels" --device "$3" --bfloat16 --seq "$t" --window "$7" --rounds 5
+      done | tee -a "$6"' _ "$build" "$jobs" "$device" "${TESSEL_CHECK_ATTENTION_SEQS:-2048 4096}" \
+      "${TESSEL_CHECK_ATTENTION_DOCUMENTS:-8 32 128}" "$out/attention_packed.jsonl" \
+      "${TESSEL_CHECK_ATTENTION_WINDOW:-512}" "${TESSEL_CHECK_ATTENTION_WINDOW_SEQS:-1024 1536 2048 4096}"
   fi
   if [[ ${TESSEL_CHECK_PROFILE:-0} == 1 ]]; then
     phase profile 240 profile.log env OUT="$out/profile" bash "$root/bench/gpu/profile.sh" "$build" 2048 4

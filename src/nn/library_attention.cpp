@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "nn/document_runs.h"
+#include "nn/window_bands.h"
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 #include <ATen/ops/scaled_dot_product_attention.h>
@@ -21,33 +22,47 @@ bool library_attention_available() {
 #endif
 }
 
+at::Tensor library_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    const at::Tensor& visible, double scale) {
+#ifdef TESSEL_HAS_LIBRARY_ATTENTION
+  return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0, /*is_causal=*/false, scale,
+                                          /*enable_gqa=*/k.size(1) != q.size(1));
+#else
+  TESSEL_CHECK(false, "this build's libtorch ({}) has no fused attention kernel; it needs libtorch 2.5 or later",
+               TORCH_VERSION);
+  return {};
+#endif
+}
+
 at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     double scale, std::optional<int64_t> sliding_window,
                                     const at::Tensor& document_ids) {
 #ifdef TESSEL_HAS_LIBRARY_ATTENTION
-  const bool grouped = k.size(1) != q.size(1);
   if (!sliding_window && !document_ids.defined()) {
     return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                            /*is_causal=*/true, scale, grouped);
+                                            /*is_causal=*/true, scale, /*enable_gqa=*/k.size(1) != q.size(1));
+  }
+  const int64_t T = q.size(2);
+  const at::Tensor doc = document_ids.defined() ? document_ids_on(document_ids, q.device()) : at::Tensor();
+  if (sliding_window && window_bands_pay(T, *sliding_window)) {
+    // Bands of queries with the keys their window reaches (nn/window_bands.h).
+    return attend_in_window_bands(q, k, v, *sliding_window, doc,
+                                  [scale](const at::Tensor& bq, const at::Tensor& bk, const at::Tensor& bv,
+                                          const at::Tensor& visible) {
+                                    return library_masked_attention(bq, bk, bv, visible, scale);
+                                  });
   }
   // true = the query may see the key: causal, within the window, same document.
-  const int64_t T = q.size(2);
   const auto idx = at::TensorOptions().dtype(at::kLong).device(q.device());
   const at::Tensor i = at::arange(T, idx).unsqueeze(1);
   const at::Tensor j = at::arange(T, idx).unsqueeze(0);
   at::Tensor visible = j <= i;
   if (sliding_window) visible = visible.logical_and(i - j < *sliding_window);
   visible = visible.unsqueeze(0);  // [1, T, T]
-  if (document_ids.defined()) {
-    const at::Tensor doc = document_ids_on(document_ids, q.device());
-    visible = visible.logical_and(doc.unsqueeze(2).eq(doc.unsqueeze(1)));  // [B, T, T]
-  }
-  return at::scaled_dot_product_attention(q, k, v, visible.unsqueeze(1), /*dropout_p=*/0.0,
-                                          /*is_causal=*/false, scale, grouped);
+  if (doc.defined()) visible = visible.logical_and(doc.unsqueeze(2).eq(doc.unsqueeze(1)));  // [B, T, T]
+  return library_masked_attention(q, k, v, visible.unsqueeze(1), scale);
 #else
-  TESSEL_CHECK(false, "this build's libtorch ({}) has no fused attention kernel; it needs libtorch 2.5 or later",
-               TORCH_VERSION);
-  return {};
+  return library_masked_attention(q, k, v, {}, scale);  // refuses, saying which libtorch it needs
 #endif
 }
 

@@ -1,7 +1,9 @@
 // Attention on a GPU, as Attention chooses it there (docs/gpu.md): the
 // library's fused kernel for causal rows, also with a sliding window or
 // packed documents as a mask or one document at a time (host ids,
-// nn/document_runs.h), and tessel's tiled kernel on ATen's CUDA ops for
+// nn/document_runs.h), a window short against the row in bands of queries
+// (nn/window_bands.h: T 301 with windows of 64 and 17), and tessel's tiled
+// kernel on ATen's CUDA ops for
 // softcapping. Each against causal_attention in float64 on the CPU,
 // forward and backward, float32 on the device, odd sizes, grouped K/V heads.
 #include <gtest/gtest.h>
@@ -16,6 +18,7 @@
 #include "nn/document_runs.h"
 #include "nn/library_attention.h"
 #include "nn/tiled_attention.h"
+#include "nn/window_bands.h"
 
 namespace tessel::gpu_testing {
 namespace {
@@ -77,8 +80,10 @@ void check(const Case& c) {
 TEST(GpuAttention, EveryMaskAgainstFloat64) {
   TESSEL_REQUIRE_GPU();
   ASSERT_TRUE(nn::library_attention_available());
+  ASSERT_TRUE(nn::window_bands_pay(301, 64) && nn::window_bands_pay(301, 17) && !nn::window_bands_pay(301, 101));
   for (const Case& c :
-       {Case{"causal", {}, false, {}}, Case{"window 64", 64, false, {}},
+       {Case{"causal", {}, false, {}}, Case{"window 64, in bands", 64, false, {}},
+        Case{"window 101, one mask", 101, false, {}},
         Case{"documents", {}, true, {}}, Case{"window and documents", 17, true, {}},
         Case{"softcap", {}, false, 30.0}, Case{"softcap, window, documents", 33, true, 50.0},
         Case{"documents, per document", {}, true, {}, true}, Case{"window, per document", 17, true, {}, true},

@@ -1,7 +1,8 @@
 // libtorch's fused attention (nn/library_attention.h), where the build has
 // it, against causal_attention (the plain ATen composition, differentiated
 // by autograd), forward and backward: float64 rows with grouped K/V heads,
-// and float32 views laid out as Attention passes them. Builds against
+// and float32 views laid out as Attention passes them; sliding windows as
+// one mask and in bands. Builds against
 // libtorch 1.13 have no such kernel: there the availability check is what
 // is tested (Attention then keeps the tiled kernel).
 #include <ATen/ATen.h>
@@ -13,6 +14,7 @@
 
 #include "nn/attention.h"
 #include "nn/library_attention.h"
+#include "nn/window_bands.h"
 #include "support/tensor_close.h"
 
 namespace tessel::nn {
@@ -59,7 +61,16 @@ void check_against_reference(at::ScalarType dtype, int64_t T, double tol,
 
 TEST(LibraryAttention, MatchesCausalAttentionInFloat64) { check_against_reference(at::kDouble, 37, 1e-10); }
 TEST(LibraryAttention, MatchesCausalAttentionInFloat32) { check_against_reference(at::kFloat, 300, 2e-5); }
-TEST(LibraryAttention, SlidingWindowAsAMask) { check_against_reference(at::kDouble, 37, 1e-10, 8); }
+// A row of 3 windows or more goes in bands of queries (nn/window_bands.h), a shorter one as one mask.
+TEST(LibraryAttention, SlidingWindowInBands) {
+  ASSERT_TRUE(window_bands_pay(37, 8));
+  check_against_reference(at::kDouble, 37, 1e-10, 8);
+  check_against_reference(at::kFloat, 300, 2e-5, 64);
+}
+TEST(LibraryAttention, SlidingWindowAsOneMask) {
+  ASSERT_FALSE(window_bands_pay(37, 13));
+  check_against_reference(at::kDouble, 37, 1e-10, 13);
+}
 TEST(LibraryAttention, PackedDocumentsAsAMask) {
   check_against_reference(at::kDouble, 37, 1e-10, {}, true);
 }
