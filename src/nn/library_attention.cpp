@@ -25,8 +25,12 @@ bool library_attention_available() {
 at::Tensor library_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     const at::Tensor& visible, double scale) {
 #ifdef TESSEL_HAS_LIBRARY_ATTENTION
-  return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0, /*is_causal=*/false, scale,
-                                          /*enable_gqa=*/k.size(1) != q.size(1));
+  const bool grouped = k.size(1) != q.size(1);
+  if (!visible.defined()) {  // causal (MaskedAttentionCore's convention, nn/window_bands.h)
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true, scale,
+                                            grouped);
+  }
+  return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0, /*is_causal=*/false, scale, grouped);
 #else
   TESSEL_CHECK(false, "this build's libtorch ({}) has no fused attention kernel; it needs libtorch 2.5 or later",
                TORCH_VERSION);
@@ -38,10 +42,7 @@ at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, co
                                     double scale, std::optional<int64_t> sliding_window,
                                     const at::Tensor& document_ids) {
 #ifdef TESSEL_HAS_LIBRARY_ATTENTION
-  if (!sliding_window && !document_ids.defined()) {
-    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                            /*is_causal=*/true, scale, /*enable_gqa=*/k.size(1) != q.size(1));
-  }
+  if (!sliding_window && !document_ids.defined()) return library_masked_attention(q, k, v, {}, scale);  // causal
   const int64_t T = q.size(2);
   const at::Tensor doc = document_ids.defined() ? document_ids_on(document_ids, q.device()) : at::Tensor();
   if (sliding_window && window_bands_pay(T, *sliding_window)) {

@@ -24,8 +24,9 @@ bool library_attention_available();
 // in bands of queries, each with only the keys its window reaches
 // (nn/window_bands.h). Only call when available.
 // The library's kernel with an explicit mask: visible [B or 1, 1, Lq, Lk]
-// bool, true where the query may see the key (every query sees one);
-// nn/window_bands.h's MaskedAttentionCore. Only call when available.
+// bool, true where the query may see the key (every query sees one), or
+// undefined for causal; nn/window_bands.h's MaskedAttentionCore. Only call
+// when available.
 at::Tensor library_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     const at::Tensor& visible, double scale);
 

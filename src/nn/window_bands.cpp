@@ -52,10 +52,16 @@ at::Tensor attend_in_window_bands(const at::Tensor& q, const at::Tensor& k, cons
   const at::Tensor a = at::arange(band, long_options).unsqueeze(1);  // a band's query
   const at::Tensor ids = document_ids.defined() ? document_ids.to(long_options) : at::Tensor();
 
-  at::Tensor first_visible = at::arange(band, long_options).unsqueeze(0).le(a).view({1, 1, band, band});
+  // Without documents the first band is plain causal: no mask (a causal
+  // kernel skips the upper triangle a masked one computes).
+  at::Tensor first_visible;
   if (ids.defined()) {
     const at::Tensor first_ids = ids.narrow(1, 0, band);
-    first_visible = first_visible.logical_and(first_ids.unsqueeze(2).eq(first_ids.unsqueeze(1)).unsqueeze(1));
+    first_visible = at::arange(band, long_options)
+                        .unsqueeze(0)
+                        .le(a)
+                        .logical_and(first_ids.unsqueeze(2).eq(first_ids.unsqueeze(1)))
+                        .unsqueeze(1);  // [B, 1, band, band]
   }
   const at::Tensor first = check_out(core(q.narrow(2, 0, band), k.narrow(2, 0, band), v.narrow(2, 0, band),
                                           first_visible),

@@ -12,7 +12,8 @@
 // batch dimension) with one [w, 2w - 1] mask for them all (per row where
 // documents restrict it too): T x (2w - 1) scores in two calls, the first
 // band's w x w causal square being the other (its window reaches back past
-// the row's start).
+// the row's start; without documents it needs no mask, so a causal kernel
+// takes it).
 //
 // The keys of consecutive bands overlap by w - 1 (each band's keys are
 // copied out: K and V take ~2x their bytes while the call runs); the row is
@@ -27,16 +28,18 @@
 namespace tessel::nn {
 
 // A masked attention kernel: q [N, Hq, Lq, D], k and v [N, Hkv, Lk, D] (Hkv
-// divides Hq), visible [N, 1, Lq, Lk] bool (true: the query may see the key;
-// every query sees at least one) -> [N, Hq, Lq, D].
+// divides Hq), visible [N or 1, 1, Lq, Lk] bool (true: the query may see the
+// key; every query sees at least one) -> [N, Hq, Lq, D]. An undefined
+// `visible` means causal over Lq = Lk (the first band, without documents).
 using MaskedAttentionCore =
     std::function<at::Tensor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& visible)>;
 
 // Whether bands cost less than one masked pass over rows of `row_length`
-// with this window: rows of two bands or more (at 2w the scores are 3/4 of
-// the whole row's: w x w for the first band, w x (2w - 1) for the second).
+// with this window: rows of two bands or more (at 2w the masked scores are
+// under 3/4 of the whole row's: w x w for the first band, half of it with
+// a causal kernel, w x (2w - 1) for the second).
 // Measured on the CPU's library kernel (docs/bench/attention.md, w 512):
-// 1.25x faster at 2w, 1.68x at 3w, 2.17x at 4w, 4.04x at 8w; on a device
+// 1.21x faster at 2w, 1.65x at 3w, 2.07x at 4w, 4.00x at 8w; on a device
 // not yet.
 bool window_bands_pay(int64_t row_length, int64_t window);
 

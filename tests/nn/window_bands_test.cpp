@@ -22,12 +22,15 @@ namespace {
 
 constexpr double kBandsScale = 0.3;
 
-// softmax(q k^T * scale, hidden keys at -inf) v, K/V heads repeated for their query heads.
+// softmax(q k^T * scale, hidden keys at -inf) v, K/V heads repeated for their query heads;
+// no mask: causal.
 at::Tensor masked_softmax_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const at::Tensor& visible) {
   const int64_t group = q.size(1) / k.size(1);
   const at::Tensor scores = at::matmul(q, k.repeat_interleave(group, 1).transpose(-2, -1)) * kBandsScale;
-  const at::Tensor hidden = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+  const at::Tensor shown =
+      visible.defined() ? visible : at::ones({q.size(2), k.size(2)}, at::TensorOptions().dtype(at::kBool)).tril();
+  const at::Tensor hidden = scores.masked_fill(shown.logical_not(), -std::numeric_limits<double>::infinity());
   return at::matmul(at::softmax(hidden, -1), v.repeat_interleave(group, 1));
 }
 
@@ -57,11 +60,11 @@ void check_bands(const BandCase& c) {
   const at::Tensor want = causal_attention(q, k, v, kBandsScale, c.window, std::nullopt, docs);
   want.backward(dout);
 
-  // Per call: the rows, queries and keys, and the mask's rows.
+  // Per call: the rows, queries and keys, and the mask's rows (0: no mask, causal).
   std::vector<std::vector<int64_t>> core_shapes;
   const MaskedAttentionCore core = [&](const at::Tensor& bq, const at::Tensor& bk, const at::Tensor& bv,
                                        const at::Tensor& visible) {
-    core_shapes.push_back({bq.size(0), bq.size(2), bk.size(2), visible.size(0)});
+    core_shapes.push_back({bq.size(0), bq.size(2), bk.size(2), visible.defined() ? visible.size(0) : 0});
     return masked_softmax_core(bq, bk, bv, visible);
   };
   at::Tensor bq = q0.clone().requires_grad_(), bk = k0.clone().requires_grad_(), bv = v0.clone().requires_grad_();
@@ -74,13 +77,14 @@ void check_bands(const BandCase& c) {
   test_support::expect_allclose(bk.grad(), k.grad(), tol, "dk");
   test_support::expect_allclose(bv.grad(), v.grad(), tol, "dv");
 
-  // Bands of min(w, T) queries: the first causal over its own keys, the
-  // others in one call, each with w - 1 more keys than queries; one mask
-  // for every row and band unless documents differ by row.
+  // Bands of min(w, T) queries: the first causal over its own keys (no
+  // mask without documents), the others in one call, each with w - 1 more
+  // keys than queries; one mask for every row and band unless documents
+  // differ by row.
   const int64_t band = std::min(c.window, c.T);
   const int64_t bands = (c.T + band - 1) / band;
   ASSERT_EQ(core_shapes.size(), bands == 1 ? 1u : 2u);
-  EXPECT_EQ(core_shapes[0], (std::vector<int64_t>{B, band, band, c.documents ? B : 1}));
+  EXPECT_EQ(core_shapes[0], (std::vector<int64_t>{B, band, band, c.documents ? B : 0}));
   if (bands > 1) {
     EXPECT_EQ(core_shapes[1], (std::vector<int64_t>{B * (bands - 1), band, band + c.window - 1,
                                                     c.documents ? B * (bands - 1) : 1}));
