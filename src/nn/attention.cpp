@@ -135,7 +135,8 @@ at::Tensor Attention::core(const at::Tensor& q, const at::Tensor& k, const at::T
                            const at::Tensor& document_ids) const {
   // On the CPU the library's kernel only for plain causal rows (tessel's
   // tiled kernel is faster with a mask there); on a device also with a
-  // window or documents, as a mask. Softcapping has no library kernel.
+  // window or documents, as a mask (a window in bands of queries where the
+  // row is long enough, nn/window_bands.h). Softcapping has no library kernel.
   if (library_attention_available() && !options_.logit_softcap &&
       (!q.device().is_cpu() || (!options_.sliding_window && !document_ids.defined()))) {
     return library_causal_attention(q, k, v, options_.scale, options_.sliding_window, document_ids);

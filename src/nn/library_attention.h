@@ -17,12 +17,6 @@ namespace tessel::nn {
 // K/V heads.
 bool library_attention_available();
 
-// q [B, Hq, T, D], k and v [B, Hkv, T, D] (Hkv divides Hq): causal attention
-// (no softcap: the library has none). A sliding window or document ids
-// [B, T] (attention stays within each document) become a boolean mask of
-// the keys each query may see; a window short against the row is attended
-// in bands of queries, each with only the keys its window reaches
-// (nn/window_bands.h). Only call when available.
 // The library's kernel with an explicit mask: visible [B or 1, 1, Lq, Lk]
 // bool, true where the query may see the key (every query sees one), or
 // undefined for causal; nn/window_bands.h's MaskedAttentionCore. Only call
@@ -30,6 +24,12 @@ bool library_attention_available();
 at::Tensor library_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     const at::Tensor& visible, double scale);
 
+// q [B, Hq, T, D], k and v [B, Hkv, T, D] (Hkv divides Hq): causal attention
+// (no softcap: the library has none). A sliding window or document ids
+// [B, T] (attention stays within each document) become a boolean mask of
+// the keys each query may see; a window short against the row is attended
+// in bands of queries, each with only the keys its window reaches
+// (nn/window_bands.h). Only call when available.
 at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     double scale,
                                     std::optional<int64_t> sliding_window = std::nullopt,

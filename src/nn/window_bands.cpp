@@ -68,8 +68,8 @@ at::Tensor attend_in_window_bands(const at::Tensor& q, const at::Tensor& k, cons
                                      B, band);
   if (bands == 1) return first;
 
-  // The other bands: queries from `band` on, keys from `band - lead` on (0
-  // or more: band = w here), both padded at the end to whole bands; each
+  // The other bands: queries from `band` on, keys from `band - lead` on
+  // (position 1: band = w here), both padded at the end to whole bands; each
   // band's keys one slice of them. Padded queries see padded keys (their
   // own position), so no query sees nothing; their outputs are dropped.
   const int64_t tail = padded - T;
