@@ -115,7 +115,7 @@ Tensors Attention::forward(const Tensors& inputs) {
   std::optional<DocumentRuns> runs;
   if (!kernel_ && document_ids.defined() && document_ids.device().is_cpu()) {
     runs = document_runs(document_ids);
-    if (runs && !per_document_pays(*runs, T, !q.device().is_cpu())) runs.reset();
+    if (runs && !per_document_pays(*runs, T, !q.device().is_cpu(), options_.sliding_window)) runs.reset();
   }
   if (kernel_) {
     out = kernel_(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap, document_ids);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "nn/format.h"
+#include "nn/window_bands.h"
 
 namespace tessel::nn {
 
@@ -42,15 +43,39 @@ at::Tensor document_ids_on(const at::Tensor& document_ids, c10::Device device) {
   return document_ids.to(device);
 }
 
-bool per_document_pays(const DocumentRuns& runs, int64_t row_length, bool on_device) {
+namespace {
+
+// Scores per head one attention call computes over `n` positions. The CPU's
+// tiled kernel skips what no query sees: the pairs within the causal window.
+// On a device the library's causal kernel does the causal triangle, its
+// masked kernel (documents, or a window) the whole square, or with a window
+// long rows go in bands (nn/window_bands.h: the first band w x w, each
+// other query 2w - 1 keys).
+double call_scores(int64_t n, std::optional<int64_t> window, bool masked, bool on_device) {
+  const double N = static_cast<double>(n);
+  auto causal_square = [](double m) { return 0.5 * m * (m + 1); };
+  if (!on_device) {
+    if (!window || *window >= n) return causal_square(N);
+    const double w = static_cast<double>(*window);
+    return causal_square(w) + (N - w) * w;
+  }
+  if (window && window_bands_pay(n, *window)) {
+    const double w = static_cast<double>(*window);
+    return w * w + (N - w) * (2 * w - 1);
+  }
+  return (masked || window) ? N * N : causal_square(N);
+}
+
+}  // namespace
+
+bool per_document_pays(const DocumentRuns& runs, int64_t row_length, bool on_device,
+                       std::optional<int64_t> window) {
   const double call = on_device ? 131072.0 : 1024.0;  // scores per head a kernel call costs (see the header)
-  auto causal_square = [](int64_t n) { return 0.5 * static_cast<double>(n) * static_cast<double>(n + 1); };
-  const double masked_row = on_device ? static_cast<double>(row_length) * static_cast<double>(row_length)
-                                      : causal_square(row_length);
   double per_document = 0.0;
   for (const auto& row : runs) {
-    for (int64_t length : row) per_document += causal_square(length) + call;
+    for (int64_t length : row) per_document += call_scores(length, window, /*masked=*/false, on_device) + call;
   }
+  const double masked_row = call_scores(row_length, window, /*masked=*/true, on_device);
   return per_document < static_cast<double>(runs.size()) * (masked_row + call);
 }
 

@@ -37,10 +37,12 @@ using DocumentRuns = std::vector<std::vector<int64_t>>;
 std::optional<DocumentRuns> document_runs(const at::Tensor& document_ids);
 
 // Whether attending run by run costs less than one masked pass over the
-// rows of `runs`, each `row_length` long: a causal square's scores per run plus a fixed cost
-// per kernel call, against each row's masked pass (the CPU's tiled kernel
-// skips the causal upper triangle: half a square; the library's masked
-// kernel on a device computes whole squares). Many very short documents
+// rows of `runs`, each `row_length` long, with `window` (a sliding window,
+// if any): each run's scores plus a fixed cost per kernel call, against each
+// row's masked pass (the CPU's tiled kernel computes the pairs within the
+// causal window; on a device the library's causal kernel half a square,
+// its masked one whole squares, and a window long rows in bands,
+// nn/window_bands.h). Many very short documents
 // lose (a call costs more than its few scores), long ones win. The call's
 // cost in scores per head: on the CPU measured with bench_attention_kernels
 // --documents (2026-12-07, docs/bench/attention.md: ~0.25 ms a call, a
@@ -50,7 +52,8 @@ std::optional<DocumentRuns> document_runs(const at::Tensor& document_ids);
 // ~170 TFLOP/s), ~2^17 scores per head; per document then pays for
 // documents longer than ~32 tokens in rows of 4096, ~64 in rows of 2048,
 // ~130 in rows of 1024.
-bool per_document_pays(const DocumentRuns& runs, int64_t row_length, bool on_device);
+bool per_document_pays(const DocumentRuns& runs, int64_t row_length, bool on_device,
+                       std::optional<int64_t> window = std::nullopt);
 
 // `document_ids` on `device`: from the host through pinned memory without
 // waiting (a pageable copy would wait for the device's queue, at every layer

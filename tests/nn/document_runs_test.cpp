@@ -76,6 +76,21 @@ TEST(DocumentRuns, PerDocumentPaysForDocumentsLongerThanACallsCost) {
   EXPECT_FALSE(per_document_pays(even_runs(2, 1024, 64), 1024, true));
 }
 
+// With a sliding window the row's own pass is cheaper: the CPU's tiled kernel
+// computes only the pairs within the window, a device takes the row in bands
+// (nn/window_bands.h) instead of a whole square.
+TEST(DocumentRuns, PerDocumentWeighsTheWindowedRowPass) {
+  // Device, rows of 4096 in 64-token documents: against a [T, T] mask they
+  // pay (above); against bands of a 512 window not. 512-token documents still do.
+  EXPECT_FALSE(per_document_pays(even_runs(2, 4096, 64), 4096, true, 512));
+  EXPECT_TRUE(per_document_pays(even_runs(2, 4096, 512), 4096, true, 512));
+  // CPU, rows of 1024 in 16-token documents: pay without a window (above),
+  // not against a 64-token window's pass.
+  EXPECT_FALSE(per_document_pays(even_runs(2, 1024, 16), 1024, false, 64));
+  // A window as long as the row changes nothing.
+  EXPECT_TRUE(per_document_pays(even_runs(2, 1024, 16), 1024, false, 1024));
+}
+
 struct PackedCase {
   std::optional<int64_t> window;
   std::optional<double> softcap;
@@ -152,7 +167,7 @@ TEST(AttendPerDocument, AttentionOnPackedRowsEqualsEachDocumentAlone) {
   o.num_heads = 4;
   o.num_kv_heads = 2;
   o.head_dim = 4;
-  o.sliding_window = 3;
+  o.sliding_window = 100;  // shorter than row 1's one document, longer than row 0's
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
   auto packed = std::make_shared<Attention>(o, f64);
   auto alone = std::make_shared<Attention>(o, f64);
@@ -168,7 +183,7 @@ TEST(AttendPerDocument, AttentionOnPackedRowsEqualsEachDocumentAlone) {
                                     at::full({T}, 4, at::kLong)});
   const auto runs = document_runs(ids);
   ASSERT_TRUE(runs.has_value());
-  ASSERT_TRUE(per_document_pays(*runs, T, /*on_device=*/false));
+  ASSERT_TRUE(per_document_pays(*runs, T, /*on_device=*/false, o.sliding_window));  // as Attention decides
   const at::Tensor x = at::randn({2, T, 16}, f64), cos = at::randn({2, T, 4}, f64), sin = at::randn({2, T, 4}, f64);
   const at::Tensor y = packed->call({x, cos, sin, ids})[0];
   y.pow(2).sum().backward();
