@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
     const double t_bwd = seconds_since(t1);
     const int64_t a2 = CountingCpuAllocator::peak_bytes();
     loss_sum = ls.sum.item<double>();
-    valid = static_cast<double>(ls.num_valid);
+    valid = static_cast<double>(ls.num_valid.item<int64_t>());
     if (s >= args.warmup) {
       fwd_s.push_back(t_fwd);
       bwd_s.push_back(t_bwd);

@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
     world->barrier();
     const auto t0 = Clock::now();
     const loss::LossSum ls = loss::cross_entropy_sum(model->forward_logits(tokens), labels);
-    const at::Tensor loss = ls.sum / static_cast<double>(ls.num_valid);
+    const at::Tensor loss = ls.sum / static_cast<double>(ls.num_valid.item<int64_t>());
     loss.backward();
     adamw.step();
     const double local_s = seconds_since(t0);

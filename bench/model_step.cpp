@@ -143,7 +143,7 @@ ordered_json bench_case(const std::string& preset, int64_t batch, int64_t seq, i
     const double cpu0 = cpu_seconds();
     auto t0 = Clock::now();
     const loss::LossSum ls = loss::cross_entropy_sum(model->forward_logits(tokens), labels);
-    const at::Tensor loss = ls.sum / static_cast<double>(ls.num_valid);
+    const at::Tensor loss = ls.sum / static_cast<double>(ls.num_valid.item<int64_t>());
     const double t_fwd = seconds_since(t0);
     // First step only: the heap has not yet cached freed blocks, so the RSS
     // growth during forward is the memory kept for backward.

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     adamw.zero_grad();
     const loss::LossSum ls = loss::cross_entropy_sum(model->forward_logits(tokens), labels);
-    (ls.sum / static_cast<double>(ls.num_valid)).backward();
+    (ls.sum / static_cast<double>(ls.num_valid.item<int64_t>())).backward();
     {
       RECORD_USER_SCOPE("AdamW.step");
       adamw.step();

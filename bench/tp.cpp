@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   double ref_grad_norm = 0;
   {
     const loss::LossSum ls = loss::cross_entropy_sum(model->forward_logits(tokens), labels);
-    const at::Tensor l = ls.sum / static_cast<double>(ls.num_valid);
+    const at::Tensor l = ls.sum / static_cast<double>(ls.num_valid.item<int64_t>());
     l.backward();
     ref_loss = l.item<double>();
     optim::GradShardSet whole;
@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
     const at::Tensor logits = model->forward_logits(tokens);
     const loss::LossSum ls = tp ? loss::vocab_parallel_cross_entropy_sum(logits, labels, vocab_offset, V, tp)
                                 : loss::cross_entropy_sum(logits, labels);
-    const at::Tensor l = ls.sum / static_cast<double>(ls.num_valid);
+    const at::Tensor l = ls.sum / static_cast<double>(ls.num_valid.item<int64_t>());
     const double t_fwd = seconds_since(t0);
     const double c1 = cpu_seconds();
     const int64_t a1 = CountingCpuAllocator::live_bytes();

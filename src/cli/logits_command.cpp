@@ -64,7 +64,7 @@ void run_logits(const LogitsArgs& args) {
   std::optional<double> loss;
   if (T >= 2) {
     const auto sum = loss::cross_entropy_sum(logits[0], loss::next_token_labels(input)[0]);
-    loss = sum.sum.item<double>() / static_cast<double>(sum.num_valid);
+    loss = sum.sum.item<double>() / static_cast<double>(sum.num_valid.item<int64_t>());
   }
 
   const float* data = logits.data_ptr<float>();

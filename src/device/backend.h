@@ -8,7 +8,9 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "device/stream_ops.h"
 
@@ -43,6 +45,13 @@ class Backend {
   // off` honours); without such a profiler, nothing happens.
   virtual void start_profiler_range() const = 0;
   virtual void stop_profiler_range() const = 0;
+  // Runs `fn` on this thread and returns, for each operation in it that made
+  // the host wait for the device, the call stack it was asked from (CUDA: the
+  // calls c10's sync debug mode reports: a copy from or to pageable memory,
+  // reading a value, synchronizing a stream or the device). Waits inside a
+  // backward pass are reported where backward() returns them. For tests and
+  // diagnostics: nothing else should use the device meanwhile.
+  virtual std::vector<std::string> host_waits_during(const std::function<void()>& fn) const = 0;
 };
 
 // The CUDA backend, or null in a build without CUDA.

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "loss/chunked_softmax.h"
@@ -45,24 +46,20 @@ LossSum cross_entropy_sum(const at::Tensor& logits, const at::Tensor& labels,
                logits.dim(), logits.dim() - 1, labels.dim());
   const int64_t vocab = logits.size(-1);
   at::Tensor flat_labels = labels.reshape({-1}).to(at::kLong);
-  const int64_t num_valid = count_valid_labels(flat_labels, vocab, ignore_index);
+  if (flat_labels.is_cpu()) check_labels_in_vocabulary(flat_labels, vocab, ignore_index, "cross_entropy");
   // Sum reduction: positions with ignore_index contribute zero loss and zero grad.
   const at::Tensor per_token =
       CrossEntropyFunction::apply(logits.reshape({flat_labels.numel(), vocab}), flat_labels, ignore_index);
-  return {per_token.sum(), num_valid};
+  return {per_token.sum(), flat_labels.ne(ignore_index).sum()};
 }
 
-int64_t count_valid_labels(const at::Tensor& flat_labels, int64_t vocab, int64_t ignore_index) {
-  at::Tensor valid = flat_labels.ne(ignore_index);
-  const int64_t num_valid = valid.sum().item<int64_t>();
-  if (num_valid > 0) {
-    at::Tensor valid_labels = flat_labels.masked_select(valid);
-    const int64_t lo = valid_labels.min().item<int64_t>(), hi = valid_labels.max().item<int64_t>();
-    TESSEL_CHECK(lo >= 0 && hi < vocab,
-                 "cross_entropy: label {} is outside the vocabulary [0, {}) (use {} to ignore a "
-                 "position)", lo < 0 ? lo : hi, vocab, ignore_index);
-  }
-  return num_valid;
+void check_labels_in_vocabulary(const at::Tensor& labels, int64_t vocab, int64_t ignore_index, const char* who) {
+  const at::Tensor flat = labels.reshape({-1}).to(at::kLong);
+  const at::Tensor outside = flat.ne(ignore_index).logical_and(flat.lt(0).logical_or(flat.ge(vocab)));
+  if (!outside.any().item<bool>()) return;
+  const int64_t label = flat.masked_select(outside)[0].item<int64_t>();
+  throw Error(fmt::format("{}: label {} is outside the vocabulary [0, {}) (use {} to ignore a position)", who, label,
+                          vocab, ignore_index));
 }
 
 at::Tensor next_token_labels(const at::Tensor& tokens, const at::Tensor& loss_mask,

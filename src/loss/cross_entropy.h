@@ -15,21 +15,28 @@ namespace tessel::loss {
 
 constexpr int64_t kIgnoreIndex = -100;
 
+// Both as tensors on the labels' device: reading a device tensor waits for
+// its queue, so whoever needs a number reads it (once per step, not per
+// micro batch: train/step_objective.h).
 struct LossSum {
-  at::Tensor sum;       // scalar, differentiable: sum of per-token losses over valid tokens
-  int64_t num_valid = 0;  // tokens whose label != ignore_index
+  at::Tensor sum;        // scalar, differentiable: sum of per-token losses over valid tokens
+  at::Tensor num_valid;  // scalar int64: tokens whose label != ignore_index
 };
 
 // logits: [..., V] (any float dtype; computed in fp32), labels: [...] int64
 // aligned with logits (labels[t] is the target of position t: callers shift).
-// Labels outside [0, V) other than ignore_index throw tessel::Error.
+// Host labels outside [0, V) other than ignore_index throw tessel::Error;
+// device labels are not read (see check_labels_in_vocabulary).
 LossSum cross_entropy_sum(const at::Tensor& logits, const at::Tensor& labels,
                           int64_t ignore_index = kIgnoreIndex);
 
-// Counts the labels that are not ignore_index and checks each lies in
-// [0, vocab): a label outside throws tessel::Error naming it. `flat_labels` is
-// int64 of any shape.
-int64_t count_valid_labels(const at::Tensor& flat_labels, int64_t vocab, int64_t ignore_index);
+// Throws tessel::Error naming a label (any shape, any integer dtype) that is
+// neither ignore_index nor in [0, vocab); `who` begins the message. It reads
+// the labels' values: on a device that would wait for everything queued
+// before it, so batches are checked on the host before they move
+// (train/train_step.cpp, policy/logprobs.cpp) and the losses check only
+// labels that are on the host.
+void check_labels_in_vocabulary(const at::Tensor& labels, int64_t vocab, int64_t ignore_index, const char* who);
 
 // Shifts a [B, T] token batch into next-token labels: labels[:, t] =
 // tokens[:, t+1], the last position ignore_index. `loss_mask` (optional, [B, T],

@@ -62,10 +62,12 @@ LossSum vocab_parallel_cross_entropy_sum(const at::Tensor& local_logits, const a
                "vocab_parallel_cross_entropy: local slice [{}, {}) exceeds vocabulary {}",
                vocab_offset, vocab_offset + v_local, global_vocab);
   at::Tensor flat_labels = labels.reshape({-1}).to(at::kLong);
-  const int64_t num_valid = count_valid_labels(flat_labels, global_vocab, ignore_index);
+  if (flat_labels.is_cpu()) {
+    check_labels_in_vocabulary(flat_labels, global_vocab, ignore_index, "vocab_parallel_cross_entropy");
+  }
   at::Tensor per_token = VocabParallelCrossEntropy::apply(
       local_logits.reshape({flat_labels.numel(), v_local}), flat_labels, vocab_offset, ignore_index, tp_group);
-  return {per_token.sum(), num_valid};
+  return {per_token.sum(), flat_labels.ne(ignore_index).sum()};
 }
 
 }  // namespace tessel::loss

@@ -35,14 +35,6 @@ std::optional<DocumentRuns> document_runs(const at::Tensor& document_ids) {
   return runs;
 }
 
-at::Tensor document_ids_on(const at::Tensor& document_ids, c10::Device device) {
-  if (!document_ids.defined() || document_ids.device() == device) return document_ids;
-  if (document_ids.device().is_cpu() && !device.is_cpu()) {
-    return document_ids.pin_memory().to(device, /*non_blocking=*/true);
-  }
-  return document_ids.to(device);
-}
-
 namespace {
 
 // Scores per head one attention call computes over `n` positions. The CPU's

@@ -55,11 +55,6 @@ std::optional<DocumentRuns> document_runs(const at::Tensor& document_ids);
 bool per_document_pays(const DocumentRuns& runs, int64_t row_length, bool on_device,
                        std::optional<int64_t> window = std::nullopt);
 
-// `document_ids` on `device`: from the host through pinned memory without
-// waiting (a pageable copy would wait for the device's queue, at every layer
-// that builds a mask from host ids); unchanged where they are there already.
-at::Tensor document_ids_on(const at::Tensor& document_ids, c10::Device device);
-
 // A causal attention core without documents: q [1, Hq, L, D], k and v
 // [1, Hkv, L, D] -> [1, Hq, L, D] (an Attention's choice of kernel, window
 // and softcap included).

@@ -4,6 +4,7 @@
 #include <torch/version.h>
 
 #include "core/error.h"
+#include "core/host_to_device.h"
 #include "nn/document_runs.h"
 #include "nn/window_bands.h"
 
@@ -44,7 +45,7 @@ at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 #ifdef TESSEL_HAS_LIBRARY_ATTENTION
   if (!sliding_window && !document_ids.defined()) return library_masked_attention(q, k, v, {}, scale);  // causal
   const int64_t T = q.size(2);
-  const at::Tensor doc = document_ids.defined() ? document_ids_on(document_ids, q.device()) : at::Tensor();
+  const at::Tensor doc = document_ids.defined() ? to_device_without_waiting(document_ids, q.device()) : at::Tensor();
   if (sliding_window && window_bands_pay(T, *sliding_window)) {
     // Bands of queries with the keys their window reaches (nn/window_bands.h).
     return attend_in_window_bands(q, k, v, *sliding_window, doc,

@@ -140,7 +140,10 @@ at::Tensor linear_cross_entropy_rows(const at::Tensor& hidden, const at::Tensor&
   const int64_t vocab = weight.size(0);
   const at::Tensor flat = labels.reshape({-1}).to(at::kLong);
   const at::Tensor valid = flat.ne(ignore_index);
-  if (valid.any().item<bool>()) {
+  // Reading device labels would wait for the device's queue: the training
+  // step checks its batches on the host before they move
+  // (loss::check_labels_in_vocabulary, which this layer does not link).
+  if (flat.is_cpu() && valid.any().item<bool>()) {
     const at::Tensor targets = flat.masked_select(valid);
     const int64_t lo = targets.min().item<int64_t>(), hi = targets.max().item<int64_t>();
     TESSEL_CHECK(lo >= 0 && hi < vocab,

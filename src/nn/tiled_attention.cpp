@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/host_to_device.h"
 #include "nn/attention_blocks.h"
 #include "nn/document_runs.h"
 #include "nn/format.h"
@@ -195,7 +196,7 @@ at::Tensor tiled_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
                      !at::isFloatingType(document_ids.scalar_type()),
                  "tiled_causal_attention: document_ids must be integer [{}, {}], got {} {}", q.size(0), q.size(2),
                  c10::toString(document_ids.scalar_type()), shape_string(document_ids.sizes()));
-    documents = document_ids_on(document_ids, q.device());
+    documents = to_device_without_waiting(document_ids, q.device());
   }
   return TiledAttentionFunction::apply(q, k, v, documents, scale, sliding_window.value_or(0),
                                        logit_softcap.value_or(0.0), query_tile);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/host_to_device.h"
 #include "nn/attention_blocks.h"
 #include "nn/document_runs.h"
 #include "nn/format.h"
@@ -219,7 +220,7 @@ at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
   auto call = c10::make_intrusive<RingCall>(cp, options);
   // On q's device: the group gathers them (a no-op where they came along,
   // train_step's pieces under cp).
-  const at::Tensor ids_here = nn::document_ids_on(document_ids, q.device());
+  const at::Tensor ids_here = to_device_without_waiting(document_ids, q.device());
   const c10::optional<at::Tensor> documents =
       ids_here.defined() ? c10::optional<at::Tensor>(ids_here) : c10::nullopt;
   return RingAttentionFunction::apply(q, k, v, documents, std::move(call));

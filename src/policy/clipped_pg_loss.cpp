@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "policy/metric_value.h"
+#include "policy/metric_tensor.h"
 
 namespace tessel::policy {
 
@@ -70,14 +70,15 @@ LossPart clipped_pg_loss(const ClippedPGInputs& in, const ClippedPGOptions& o, c
   LossPart out;
   out.loss = actor + kl;
   at::NoGradGuard no_grad;
+  const at::Tensor none = at::zeros({}, curr.options().dtype(at::kDouble));
   out.metrics = {
-      {"loss", metric_value(out.loss)},
-      {"probs_ratio", metric_value((ratio * m).sum() / g_tok)},
-      {"probs_ratio_clamped", metric_value((clamped * m).sum() / g_tok)},
-      {"kl_penalty", beta != 0.0 ? metric_value(kl) / beta : 0.0},
-      {"token_mult_prob_error", metric_value(((gen - prev).abs() * m).exp().mul(m).sum() / g_tok)},
-      {"approx_entropy", metric_value(-((curr - gen).exp() * curr * m).sum() / g_tok)},
-      {"num_valid_samples", rows.counts_rows ? metric_value(sm.sum()) : 0.0},
+      {"loss", metric_tensor(out.loss)},
+      {"probs_ratio", metric_tensor((ratio * m).sum() / g_tok)},
+      {"probs_ratio_clamped", metric_tensor((clamped * m).sum() / g_tok)},
+      {"kl_penalty", beta != 0.0 ? metric_tensor(kl) / beta : none},
+      {"token_mult_prob_error", metric_tensor(((gen - prev).abs() * m).exp().mul(m).sum() / g_tok)},
+      {"approx_entropy", metric_tensor(-((curr - gen).exp() * curr * m).sum() / g_tok)},
+      {"num_valid_samples", rows.counts_rows ? metric_tensor(sm.sum()) : none},
   };
   return out;
 }

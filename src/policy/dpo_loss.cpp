@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "policy/metric_value.h"
+#include "policy/metric_tensor.h"
 
 namespace tessel::policy {
 
@@ -45,17 +45,17 @@ LossPart dpo_loss(const DpoInputs& in, const DpoOptions& o, double global_valid_
   LossPart out;
   out.loss = o.sft_loss_weight * sft + o.preference_loss_weight * preference;
   at::NoGradGuard no_grad;
-  const double chosen_mean = metric_value((chosen(rewards) * chosen(sm)).sum() / pairs) * row_share;
-  const double rejected_mean = metric_value((rejected(rewards) * rejected(sm)).sum() / pairs) * row_share;
+  const at::Tensor chosen_mean = metric_tensor((chosen(rewards) * chosen(sm)).sum() / pairs) * row_share;
+  const at::Tensor rejected_mean = metric_tensor((rejected(rewards) * rejected(sm)).sum() / pairs) * row_share;
   out.metrics = {
-      {"loss", metric_value(out.loss)},
-      {"sft_loss", metric_value(sft)},
-      {"preference_loss", metric_value(preference)},
-      {"accuracy", metric_value((margin.gt(0).to(curr.scalar_type()) * chosen(sm)).sum() / pairs) * row_share},
+      {"loss", metric_tensor(out.loss)},
+      {"sft_loss", metric_tensor(sft)},
+      {"preference_loss", metric_tensor(preference)},
+      {"accuracy", metric_tensor((margin.gt(0).to(curr.scalar_type()) * chosen(sm)).sum() / pairs) * row_share},
       {"rewards_chosen_mean", chosen_mean},
       {"rewards_rejected_mean", rejected_mean},
       {"reward_margin", chosen_mean - rejected_mean},
-      {"num_valid_samples", metric_value(sm.sum()) / 2.0 * row_share},
+      {"num_valid_samples", metric_tensor(sm.sum()) / 2.0 * row_share},
   };
   return out;
 }

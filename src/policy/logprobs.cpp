@@ -83,8 +83,10 @@ at::Tensor get_logprobs(train::ShardedModel& model, const dist::DeviceMesh& mesh
   const int64_t padded = (seq + multiple - 1) / multiple * multiple;
   train::MicroBatch rows;
   rows.input_ids = at::constant_pad_nd(input_ids.to(at::kLong), {0, padded - seq}, 0).to(mesh.device());
-  rows.labels =
-      at::constant_pad_nd(next_token_targets(input_ids, input_lengths), {0, padded - seq}, -1).to(mesh.device());
+  const at::Tensor targets = next_token_targets(input_ids, input_lengths);
+  // On the host: the losses do not read device targets.
+  loss::check_labels_in_vocabulary(targets, model.model->config().vocab_size, -1, "token_logprobs");
+  rows.labels = at::constant_pad_nd(targets, {0, padded - seq}, -1).to(mesh.device());
   const train::MicroBatch piece = train::context_parallel_slice(rows, cp, mesh.coordinate("cp"));
   const int64_t batch = piece.input_ids.size(0), local = piece.input_ids.size(1);
   at::Tensor aligned;

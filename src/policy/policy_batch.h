@@ -69,10 +69,11 @@ RowParts row_parts_of(const dist::DeviceMesh& mesh);
 at::Tensor sum_row_parts(const at::Tensor& partial, const RowParts& parts);
 
 // A loss's part from one micro batch piece: the differentiable loss (already
-// divided by the global counts) and its metric contributions, "loss" first.
+// divided by the global counts) and its metric contributions, "loss" first,
+// as float64 scalar tensors where they were computed (policy/metric_tensor.h).
 struct LossPart {
   at::Tensor loss;
-  std::vector<std::pair<std::string, double>> metrics;
+  std::vector<std::pair<std::string, at::Tensor>> metrics;
 };
 
 }  // namespace tessel::policy

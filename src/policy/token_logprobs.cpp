@@ -107,8 +107,11 @@ at::Tensor token_logprobs(const at::Tensor& logits, const at::Tensor& targets, d
                "token_logprobs: logits hold {} of {} vocabulary columns but no group holds the rest", logits.size(1),
                vocab);
   const at::Tensor ids = targets.to(at::kLong);
-  const at::Tensor real = ids.masked_select(ids.ge(0));
-  if (real.numel() > 0) {
+  // Device targets are not read here (that would wait for the device's
+  // queue): batches are checked on the host before they move (train_step,
+  // get_logprobs).
+  const at::Tensor real = ids.is_cpu() ? ids.masked_select(ids.ge(0)) : at::Tensor();
+  if (real.defined() && real.numel() > 0) {
     const int64_t hi = real.max().item<int64_t>();
     TESSEL_CHECK(hi < vocab, "token_logprobs: token id {} is outside the vocabulary [0, {})", hi, vocab);
   }

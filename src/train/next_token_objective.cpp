@@ -39,7 +39,7 @@ at::Tensor NextTokenObjective::micro_batch_loss(const ShardedModel& model, const
     ls = loss::vocab_parallel_cross_entropy_sum(logits, piece.labels,
                                                 tensor::chunk_offset(vocab, tp->size(), tp->rank()), vocab, tp);
   }
-  sums().add("loss", ls.sum.detach().to(at::kDouble).item<double>());
+  sums().add("loss", ls.sum);
   // A global batch without targets (every response truncated away) adds a
   // zero gradient instead of NaN.
   return ls.sum / static_cast<double>(std::max<int64_t>(valid_, 1));
@@ -48,7 +48,7 @@ at::Tensor NextTokenObjective::micro_batch_loss(const ShardedModel& model, const
 at::Tensor NextTokenObjective::micro_batch_loss_of_head(const dist::DeviceMesh&, const at::Tensor& token_losses,
                                                         const MicroBatch&) {
   const at::Tensor loss_sum = token_losses.sum();
-  sums().add("loss", loss_sum.detach().to(at::kDouble).item<double>());
+  sums().add("loss", loss_sum);
   return loss_sum / static_cast<double>(std::max<int64_t>(valid_, 1));
 }
 

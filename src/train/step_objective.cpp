@@ -7,14 +7,22 @@
 
 namespace tessel::train {
 
-void MetricSums::add(const std::string& name, double value) {
-  for (auto& [key, sum] : sums_) {
-    if (key == name) {
-      sum += value;
-      return;
-    }
+MetricSums::Sum& MetricSums::sum_named(const std::string& name) {
+  for (auto& sum : sums_) {
+    if (sum.name == name) return sum;
   }
-  sums_.emplace_back(name, value);
+  sums_.push_back({name, 0.0, at::Tensor()});
+  return sums_.back();
+}
+
+void MetricSums::add(const std::string& name, double value) { sum_named(name).host += value; }
+
+void MetricSums::add(const std::string& name, const at::Tensor& value) {
+  TESSEL_CHECK(value.numel() == 1, "metric '{}' must be a scalar, got {} values", name, value.numel());
+  const at::Tensor v = value.detach().to(at::kDouble).reshape({});
+  Sum& sum = sum_named(name);
+  // A copy first: `v` may be the caller's own tensor.
+  sum.tensor = sum.tensor.defined() ? sum.tensor + v.to(sum.tensor.device()) : v.clone();
 }
 
 void StepObjective::set_fused_head(bool fused, const ShardedModel& model) {
@@ -28,7 +36,18 @@ void StepObjective::set_fused_head(bool fused, const ShardedModel& model) {
 }
 
 Metrics MetricSums::take() {
-  Metrics out = std::move(sums_);
+  std::vector<at::Tensor> tensors;
+  for (const auto& sum : sums_) {
+    if (!sum.tensor.defined()) continue;
+    // Stacked on one device: the first sum's (a step's are all on its device).
+    tensors.push_back(tensors.empty() ? sum.tensor : sum.tensor.to(tensors.front().device()));
+  }
+  // The one read: every tensor sum copied to the host together.
+  const at::Tensor read = tensors.empty() ? at::Tensor() : at::stack(tensors).to(at::kCPU).contiguous();
+  const double* values = read.defined() ? read.data_ptr<double>() : nullptr;
+  Metrics out;
+  out.reserve(sums_.size());
+  for (const auto& sum : sums_) out.emplace_back(sum.name, sum.host + (sum.tensor.defined() ? *values++ : 0.0));
   sums_.clear();
   return out;
 }

@@ -37,15 +37,27 @@ struct StepCounts {
 };
 
 // Named sums a loss keeps over a step's micro batches, in first-use order.
+// A value may be a host number or a scalar tensor; tensors are summed where
+// they are, in float64, and read in take() all at once: on a device each read
+// waits for everything queued before it, and one wait per step is the least
+// there can be (reading each micro batch's loss waited once per micro batch).
 class MetricSums {
  public:
   // Adds `value` to the sum `name` (created at 0).
   void add(const std::string& name, double value);
-  // The sums so far; then empty again.
+  // Adds the scalar tensor `value` (detached, as float64 on its device).
+  void add(const std::string& name, const at::Tensor& value);
+  // The sums so far (host and tensor parts added); then empty again.
   Metrics take();
 
  private:
-  Metrics sums_;
+  struct Sum {
+    std::string name;
+    double host = 0.0;
+    at::Tensor tensor;  // undefined until a tensor is added
+  };
+  Sum& sum_named(const std::string& name);
+  std::vector<Sum> sums_;
 };
 
 class StepObjective {

@@ -7,7 +7,9 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/host_to_device.h"
 #include "data/collate.h"
+#include "loss/cross_entropy.h"
 #include "loss/load_balancing_loss.h"
 #include "optim/grad_norm.h"
 #include "train/context_batches.h"
@@ -21,27 +23,32 @@ namespace {
 // The tensors of a micro batch on `device` (the data loader makes them on the
 // CPU), but for document ids where `documents_stay_on_host`: attention reads
 // their runs on the host (nn/document_runs.h), and reading a device's copy
-// would wait for its queue at every layer.
+// would wait for its queue at every layer. Copied without the host waiting
+// for the device (core/host_to_device.h).
 MicroBatch on_device(MicroBatch b, c10::Device device, bool documents_stay_on_host) {
   if (device.is_cpu()) return b;
   for (at::Tensor* t : {&b.input_ids, &b.labels, &b.position_ids, &b.attention_mask}) {
-    if (t->defined()) *t = t->to(device);
+    *t = to_device_without_waiting(*t, device);
   }
-  if (b.document_ids.defined() && !documents_stay_on_host) b.document_ids = b.document_ids.to(device);
+  if (!documents_stay_on_host) b.document_ids = to_device_without_waiting(b.document_ids, device);
   for (auto* values : {&b.token_values, &b.row_values}) {
-    for (auto& [name, t] : *values) t = t.to(device);
+    for (auto& [name, t] : *values) t = to_device_without_waiting(t, device);
   }
   return b;
 }
 
 // This rank's piece of each micro batch, on its device: the whole rows, or
 // under context parallelism its load-balanced chunks of them
-// (context_batches.h).
-std::vector<MicroBatch> local_pieces(const dist::DeviceMesh& mesh, const std::vector<MicroBatch>& batches) {
+// (context_batches.h). Labels are checked against the vocabulary here, on
+// the host, before they move: the losses check only host labels, since
+// reading a device's copy would wait for its queue in every micro batch.
+std::vector<MicroBatch> local_pieces(const dist::DeviceMesh& mesh, const std::vector<MicroBatch>& batches,
+                                     int64_t vocab) {
   const int cp = mesh.size("cp");
   std::vector<MicroBatch> out;
   out.reserve(batches.size());
   for (MicroBatch b : batches) {
+    if (b.labels.defined()) loss::check_labels_in_vocabulary(b.labels, vocab, loss::kIgnoreIndex, "labels");
     // On a device, document ids that say no more than causal order are left
     // behind: with them every attention layer would build a [B, T, T] mask and
     // run the library's masked kernel over whole squares instead of its causal
@@ -102,13 +109,12 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
   StepResult result;
   // Counted on the whole rows, which every cp rank of a dp rank shares.
   const StepCounts counts = objective.begin(mesh, micro_batches);
-  const std::vector<MicroBatch> pieces = local_pieces(mesh, micro_batches);
+  const models::ModelConfig& config = model.model->config();
+  const std::vector<MicroBatch> pieces = local_pieces(mesh, micro_batches, config.vocab_size);
   result.valid_tokens = counts.valid_tokens;
   result.tokens = counts.tokens;
 
-  double local_aux_sum = 0.0;
   const size_t n = pieces.size();
-  const models::ModelConfig& config = model.model->config();
   const bool aux_loss = models::is_moe(config) && config.output_router_logits;
   // Every rank runs n micro batches: the aux term is a mean over all of them.
   const double aux_scale = config.router_aux_loss_coef / static_cast<double>(n * mesh.group("dp")->size());
@@ -125,16 +131,15 @@ StepResult train_step(ShardedModel& model, optim::AdamW& optimizer, const dist::
     if (aux_loss) {
       const at::Tensor aux = loss::load_balancing_loss(piece.router_logits, config.num_experts,
                                                        config.num_experts_per_tok, mb.attention_mask);
-      local_aux_sum += aux.detach().to(at::kDouble).item<double>();
+      objective.sums().add(kAuxSum, aux);
       loss = loss + aux * aux_scale;
     }
     loss.backward();
   }
-  // One gather carries the objective's sums and the aux term's.
-  Metrics local = objective.sums().take();
-  local.emplace_back(kAuxSum, local_aux_sum);
+  // One read of the device and one gather carry the objective's sums and the
+  // aux term's.
   double aux_sum = 0.0;
-  result.metrics = objective.finish(take_out(sum_over_dp_cp(mesh, std::move(local)), kAuxSum, aux_sum));
+  result.metrics = objective.finish(take_out(sum_over_dp_cp(mesh, objective.sums().take()), kAuxSum, aux_sum));
   result.aux_loss = aux_sum / static_cast<double>(n * mesh.group("dp")->size());
   result.loss = metric(result.metrics, "loss") + (aux_loss ? config.router_aux_loss_coef * result.aux_loss : 0.0);
   result.grad_norm = optim::global_grad_norm(model.grad_sets());
@@ -160,7 +165,9 @@ EvalResult evaluate(ShardedModel& model, const dist::DeviceMesh& mesh,
                     const std::vector<MicroBatch>& micro_batches, StepObjective& objective) {
   at::NoGradGuard no_grad;
   const StepCounts counts = objective.begin(mesh, micro_batches);
-  for (const auto& mb : local_pieces(mesh, micro_batches)) piece_loss(model, mesh, objective, mb);
+  for (const auto& mb : local_pieces(mesh, micro_batches, model.model->config().vocab_size)) {
+    piece_loss(model, mesh, objective, mb);
+  }
   EvalResult r;
   r.valid_tokens = counts.valid_tokens;
   r.metrics = objective.finish(sum_over_dp_cp(mesh, objective.sums().take()));

@@ -18,7 +18,7 @@ TEST(CrossEntropy, SumMatchesExplicitFormulaAndIgnoresPositions) {
   LossSum l = cross_entropy_sum(logits, labels);
   // Row 0: log(e^1 + e^2 + e^0.5) - 2; row 2: log(3 e^2) - 2 = log 3.
   const double row0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(0.5)) - 2.0;
-  EXPECT_EQ(l.num_valid, 2);
+  EXPECT_EQ(l.num_valid.item<int64_t>(), 2);
   EXPECT_NEAR(l.sum.item<double>(), row0 + std::log(3.0), 1e-6);
   l.sum.backward();
   // The ignored row gets no gradient.
@@ -53,7 +53,7 @@ TEST(CrossEntropy, BlocksOfRowsMatchLogSoftmaxNll) {
     at::Tensor ref_logits = logits.detach().to(at::kDouble).requires_grad_();
     const at::Tensor ref = at::nll_loss(at::log_softmax(ref_logits, -1), labels, {}, at::Reduction::Sum, kIgnoreIndex);
     (ref * 0.5).backward();
-    EXPECT_EQ(l.num_valid, 8);
+    EXPECT_EQ(l.num_valid.item<int64_t>(), 8);
     EXPECT_NEAR(l.sum.item<double>(), ref.item<double>(), 1e-5 * std::abs(ref.item<double>()));
     ASSERT_EQ(logits.grad().scalar_type(), dtype);
     const double tol = dtype == at::kFloat ? 1e-7 : 4e-3;
@@ -66,7 +66,7 @@ TEST(CrossEntropy, BlocksOfRowsMatchLogSoftmaxNll) {
 TEST(CrossEntropy, AllIgnoredGivesZeroSumAndCount) {
   at::Tensor logits = at::randn({2, 4});
   LossSum l = cross_entropy_sum(logits, at::full({2}, kIgnoreIndex, at::kLong));
-  EXPECT_EQ(l.num_valid, 0);
+  EXPECT_EQ(l.num_valid.item<int64_t>(), 0);
   EXPECT_EQ(l.sum.item<double>(), 0.0);
 }
 

@@ -48,8 +48,8 @@ double forward_backward(models::CausalLM& model, const at::Tensor& tokens, const
                         int64_t* num_valid = nullptr) {
   const at::Tensor logits = model.forward_logits(tokens);
   const loss::LossSum ls = loss::cross_entropy_sum(logits, labels);
-  if (num_valid != nullptr) *num_valid = ls.num_valid;
-  const at::Tensor loss = ls.sum / static_cast<double>(ls.num_valid);
+  if (num_valid != nullptr) *num_valid = ls.num_valid.item<int64_t>();
+  const at::Tensor loss = ls.sum / static_cast<double>(ls.num_valid.item<int64_t>());
   loss.backward();
   return loss.item<double>();
 }
@@ -153,7 +153,7 @@ std::vector<double> train_fixed_batch(int steps, double lr) {
   }
   at::NoGradGuard no_grad;
   const loss::LossSum ls = loss::cross_entropy_sum(model->forward_logits(tokens), labels);
-  losses.push_back(ls.sum.item<double>() / static_cast<double>(ls.num_valid));
+  losses.push_back(ls.sum.item<double>() / static_cast<double>(ls.num_valid.item<int64_t>()));
   return losses;
 }
 

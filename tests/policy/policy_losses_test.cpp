@@ -71,7 +71,7 @@ void expect_matches(const json& c, const LossPart& part, const at::Tensor& curr,
     for (const auto& [key, got] : part.metrics) {
       if (key != name) continue;
       found = true;
-      EXPECT_NEAR(got, want.get<double>(), rel * std::max(1.0, std::abs(want.get<double>()))) << name;
+      EXPECT_NEAR(got.item<double>(), want.get<double>(), rel * std::max(1.0, std::abs(want.get<double>()))) << name;
     }
     EXPECT_TRUE(found) << "no metric " << name;
   }

@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <c10/util/Backtrace.h>
+#include <c10/util/Exception.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -153,6 +155,39 @@ class CudaBackend : public Backend {
   StreamOps& stream_ops() const override { return streams_; }
   void start_profiler_range() const override { check_cuda(cudaProfilerStart(), "cudaProfilerStart"); }
   void stop_profiler_range() const override { check_cuda(cudaProfilerStop(), "cudaProfilerStop"); }
+
+  std::vector<std::string> host_waits_during(const std::function<void()>& fn) const override {
+    // c10 reports each synchronizing call as a warning in its sync debug
+    // mode; this thread's warnings go to the recorder meanwhile (the
+    // autograd engine replays a backward's warnings on the thread that ran
+    // backward()). Other warnings pass on to the handler there was.
+    struct Recorder : c10::WarningHandler {
+      c10::WarningHandler* previous = nullptr;
+      std::vector<std::string> stacks;
+      void process(const c10::Warning& warning) override {
+        if (warning.msg().find("synchronizing CUDA operation") != std::string::npos) {
+          stacks.push_back(c10::get_backtrace(/*frames_to_skip=*/2, /*maximum_number_of_frames=*/32));
+        } else {
+          previous->process(warning);
+        }
+      }
+    } recorder;
+    recorder.previous = c10::WarningUtils::get_warning_handler();
+    auto& state = c10::cuda::warning_state();
+    const c10::cuda::SyncDebugMode mode = state.get_sync_debug_mode();
+    {
+      c10::WarningUtils::WarningHandlerGuard guard(&recorder);
+      state.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+      try {
+        fn();
+      } catch (...) {
+        state.set_sync_debug_mode(mode);
+        throw;
+      }
+      state.set_sync_debug_mode(mode);
+    }
+    return std::move(recorder.stacks);
+  }
 
  private:
   mutable CudaStreamOps streams_;

@@ -38,7 +38,7 @@ TEST(VocabParallelCrossEntropy, MatchesFullLossAndGradient) {
     auto [begin, len] = chunk(c.vocab, r, w);
     at::Tensor local = full.slice(1, begin, begin + len).clone().requires_grad_(true);
     LossSum got = vocab_parallel_cross_entropy_sum(local, labels, begin, c.vocab, tp);
-    EXPECT_EQ(got.num_valid, ref.num_valid);
+    EXPECT_EQ(got.num_valid.item<int64_t>(), ref.num_valid.item<int64_t>());
     EXPECT_NEAR(got.sum.item<double>(), ref.sum.item<double>(), 1e-5 * std::abs(ref.sum.item<double>()));
     got.sum.backward();
     EXPECT_TRUE(at::allclose(local.grad(), ref_logits.grad().slice(1, begin, begin + len), 1e-5, 1e-6));
