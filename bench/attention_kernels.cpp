@@ -22,6 +22,10 @@
 // on the CPU the tiled kernel (which skips the tiles outside the window);
 // one JSON line per kernel.
 //
+// On a device in bfloat16 both modes add the library's variable-length
+// flash kernel (nn/varlen_attention.h): every document, or the window, in
+// one call.
+//
 // Usage: bench_attention_kernels [--seq T ...] [--rounds N] [--documents N] [--window W] [--device D]
 //                                [--bfloat16]
 #include <ATen/ATen.h>
@@ -40,6 +44,7 @@
 #include "nn/document_runs.h"
 #include "nn/library_attention.h"
 #include "nn/tiled_attention.h"
+#include "nn/varlen_attention.h"
 #include "nn/window_bands.h"
 
 namespace {
@@ -71,6 +76,18 @@ std::vector<double> median_seconds(const std::vector<std::pair<std::string, Kern
   std::vector<double> medians;
   for (const auto& t : times) medians.push_back(tessel::bench::median(t));
   return medians;
+}
+
+// The library's variable-length kernel over `runs` (nn/varlen_attention.h).
+Kernel varlen_kernel(tessel::nn::DocumentRuns runs, std::optional<int64_t> window, double scale) {
+  return [runs = std::move(runs), window, scale](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+    return tessel::nn::attend_varlen(a, b, c, runs, window,
+                                     [scale](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z,
+                                             const at::Tensor& lengths, int64_t longest, std::optional<int64_t> w) {
+                                       return tessel::nn::library_varlen_attention(x, y, z, lengths, longest, w,
+                                                                                   scale);
+                                     });
+  };
 }
 
 // Rows of `documents` documents each, lengths drawn at random (each at
@@ -144,6 +161,9 @@ int main(int argc, char** argv) {
           return library_masked_attention(bq, bk, bv, visible, scale);
         });
       });
+      if (library_varlen_attention_fits(q)) {
+        windowed.emplace_back("library varlen, window", varlen_kernel(whole_rows(B, T), window, scale));
+      }
       const std::vector<double> medians = median_seconds(windowed, rounds, q, k, v, dout);
       for (std::size_t i = 0; i < windowed.size(); ++i) {
         fmt::print("{{\"bench\": \"attention_window\", \"seq\": {}, \"rows\": {}, \"window\": {}, "
@@ -182,6 +202,9 @@ int main(int argc, char** argv) {
                             per_document([&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
                               return library_causal_attention(a, b, c, scale);
                             }));
+      }
+      if (library_varlen_attention_fits(q)) {
+        packed.emplace_back("library varlen, one call", varlen_kernel(runs, std::nullopt, scale));
       }
       const std::vector<double> medians = median_seconds(packed, rounds, q, k, v, dout);
       for (std::size_t i = 0; i < packed.size(); ++i) {

@@ -5,12 +5,14 @@
 #include <cmath>
 #include <limits>
 
+#include "core/device_kernel_choice.h"
 #include "core/error.h"
 #include "nn/document_runs.h"
 #include "nn/format.h"
 #include "nn/library_attention.h"
 #include "nn/rotary.h"
 #include "nn/tiled_attention.h"
+#include "nn/varlen_attention.h"
 
 namespace tessel::nn {
 
@@ -110,16 +112,20 @@ Tensors Attention::forward(const Tensors& inputs) {
   const at::Tensor document_ids = inputs.size() > 3 ? inputs[3] : at::Tensor();
   // [B, Hq, T, D]
   at::Tensor out;
-  // Host ids (train_step leaves them there) are read for their runs; a row
-  // of many very short documents stays one masked pass.
+  // Host ids (train_step leaves them there) are read for their runs.
   std::optional<DocumentRuns> runs;
-  if (!kernel_ && document_ids.defined() && document_ids.device().is_cpu()) {
-    runs = document_runs(document_ids);
-    if (runs && !per_document_pays(*runs, T, !q.device().is_cpu(), options_.sliding_window)) runs.reset();
-  }
+  if (!kernel_ && document_ids.defined() && document_ids.device().is_cpu()) runs = document_runs(document_ids);
   if (kernel_) {
     out = kernel_(q, k, v, options_.scale, options_.sliding_window, options_.logit_softcap, document_ids);
-  } else if (runs) {
+  } else if (takes_varlen(q, runs.has_value(), document_ids.defined())) {
+    const double scale = options_.scale;
+    out = attend_varlen(q, k, v, runs ? *runs : whole_rows(B, T), options_.sliding_window,
+                        [scale](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                                const at::Tensor& cumulative_lengths, int64_t longest, std::optional<int64_t> window) {
+                          return library_varlen_attention(a, b, c, cumulative_lengths, longest, window, scale);
+                        });
+  } else if (runs && per_document_pays(*runs, T, !q.device().is_cpu(), options_.sliding_window)) {
+    // A row of many very short documents stays one masked pass.
     const CausalAttentionCore plain = [this](const at::Tensor& qd, const at::Tensor& kd, const at::Tensor& vd) {
       return core(qd, kd, vd, at::Tensor());
     };
@@ -129,6 +135,15 @@ Tensors Attention::forward(const Tensors& inputs) {
   }
   out = out.transpose(1, 2).reshape({B, T, q.size(1) * D});
   return {o_proj_->call(out)};
+}
+
+bool Attention::takes_varlen(const at::Tensor& q, bool host_runs, bool has_document_ids) const {
+  // Where documents or a window restrict a row (documents only as host runs)
+  // and the library's variable-length kernel takes the tensors; under
+  // TESSEL_DEVICE_KERNELS=fused until a GPU has measured it.
+  const bool restricted = host_runs || (!has_document_ids && options_.sliding_window);
+  return restricted && !options_.logit_softcap && library_varlen_attention_fits(q) &&
+         device_kernels_chosen(library_varlen_attention_built());
 }
 
 at::Tensor Attention::core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -65,7 +65,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 // (nn/library_attention.h; measured faster, docs/libtorch2.md). Packed rows
 // whose document ids are on the host run that core once per document
 // (nn/document_runs.h: no mask, no cross-document scores; on a device the
-// library's causal kernel). Context parallelism
+// library's causal kernel). On a device in bfloat16 or float16 with
+// TESSEL_DEVICE_KERNELS=fused, rows with documents or a window go to the
+// library's variable-length flash kernel in one call instead
+// (nn/varlen_attention.h). Context parallelism
 // installs one that runs a ring over the cp group (parallel/context_parallel.h).
 using AttentionKernel = std::function<at::Tensor(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
@@ -97,6 +100,10 @@ class Attention : public Module {
   // worth of document ids: the library's or the tiled kernel, as above.
   at::Tensor core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& document_ids) const;
+  // Whether rows with these documents (their runs read on the host, or
+  // document ids at all) and this module's window go to the library's
+  // variable-length kernel in one call (nn/varlen_attention.h).
+  bool takes_varlen(const at::Tensor& q, bool host_runs, bool has_document_ids) const;
 
   AttentionKernel kernel_;  // null: the default above
 };

@@ -12,6 +12,12 @@
 #include <ATen/ops/scaled_dot_product_attention.h>
 #define TESSEL_HAS_LIBRARY_ATTENTION 1
 #endif
+// The variable-length flash kernel's window arguments as tessel calls them:
+// checked against 2.11's signature (older 2.x releases differ).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+#include <ATen/ops/_flash_attention_forward.h>
+#define TESSEL_HAS_LIBRARY_VARLEN_ATTENTION 1
+#endif
 
 namespace tessel::nn {
 
@@ -65,6 +71,41 @@ at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, co
   return library_masked_attention(q, k, v, visible.unsqueeze(1), scale);
 #else
   return library_masked_attention(q, k, v, {}, scale);  // refuses, saying which libtorch it needs
+#endif
+}
+
+bool library_varlen_attention_built() {
+#ifdef TESSEL_HAS_LIBRARY_VARLEN_ATTENTION
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool library_varlen_attention_fits(const at::Tensor& q) {
+  return library_varlen_attention_built() && q.device().is_cuda() &&
+         (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf) && q.size(-1) % 8 == 0 &&
+         q.size(-1) <= 256;
+}
+
+at::Tensor library_varlen_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    const at::Tensor& cumulative_lengths, int64_t longest,
+                                    std::optional<int64_t> window, double scale) {
+#ifdef TESSEL_HAS_LIBRARY_VARLEN_ATTENTION
+  TESSEL_CHECK(library_varlen_attention_fits(q), "the variable-length flash kernel takes CUDA float16 or bfloat16 "
+               "with a head dimension that is a multiple of 8 up to 256, got {} {} of head dimension {}",
+               q.device().str(), c10::toString(q.scalar_type()), q.size(-1));
+  // Causal: the kernel's right window is 0; its left one counts the keys
+  // before the query (tessel's window counts the query's own too).
+  const std::optional<int64_t> left = window ? std::optional<int64_t>(*window - 1) : std::nullopt;
+  const std::optional<int64_t> right = window ? std::optional<int64_t>(0) : std::nullopt;
+  return std::get<0>(at::_flash_attention_forward(q, k, v, cumulative_lengths, cumulative_lengths, longest, longest,
+                                                  /*dropout_p=*/0.0, /*is_causal=*/true,
+                                                  /*return_debug_mask=*/false, scale, left, right));
+#else
+  TESSEL_CHECK(false, "this build's libtorch ({}) has no variable-length flash kernel tessel can call (2.11 has)",
+               TORCH_VERSION);
+  return {};
 #endif
 }
 

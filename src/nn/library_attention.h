@@ -35,4 +35,18 @@ at::Tensor library_causal_attention(const at::Tensor& q, const at::Tensor& k, co
                                     std::optional<int64_t> sliding_window = std::nullopt,
                                     const at::Tensor& document_ids = {});
 
+// True when this build's libtorch has the variable-length flash kernel with
+// a causal window (libtorch 2.11, the CUDA build's) and it takes `q`: on a
+// CUDA device, float16 or bfloat16, a head dimension that is a multiple of 8
+// up to 256. (The kernel also needs compute capability 8.0 or later and
+// says so otherwise.)
+bool library_varlen_attention_fits(const at::Tensor& q);
+// Whether this build's libtorch has that kernel at all.
+bool library_varlen_attention_built();
+
+// That kernel (nn/varlen_attention.h's VarlenAttentionCore) with `scale`.
+at::Tensor library_varlen_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    const at::Tensor& cumulative_lengths, int64_t longest,
+                                    std::optional<int64_t> window, double scale);
+
 }  // namespace tessel::nn

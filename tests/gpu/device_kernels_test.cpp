@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpu/gpu_world.h"
+#include "gpu/kernel_choice.h"
 #include "nn/device_kernel_launch.h"
 #include "nn/device_kernels.h"
 #include "nn/rms_norm.h"
@@ -146,12 +147,6 @@ TEST_F(DeviceKernels, SwiGluMatchesTheFormulaForwardAndBackward) {
     }
   }
 }
-
-// Sets TESSEL_DEVICE_KERNELS for a scope and unsets it after.
-struct KernelChoice {
-  explicit KernelChoice(const char* value) { ::setenv("TESSEL_DEVICE_KERNELS", value, 1); }
-  ~KernelChoice() { ::unsetenv("TESSEL_DEVICE_KERNELS"); }
-};
 
 std::string node_name(const at::Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : "(leaf)"; }
 
