@@ -155,12 +155,15 @@ int main(int argc, char** argv) {
                             [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
                               return library_masked_attention(a, b, c, one_mask.view({1, 1, T, T}), scale);
                             });
-      windowed.emplace_back("library, window in bands", [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
-        return attend_in_window_bands(a, b, c, window, {}, [&](const at::Tensor& bq, const at::Tensor& bk,
-                                                               const at::Tensor& bv, const at::Tensor& visible) {
-          return library_masked_attention(bq, bk, bv, visible, scale);
-        });
-      });
+      windowed.emplace_back("library, window in bands",
+                            [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+                              return attend_in_window_bands(
+                                  a, b, c, window, {},
+                                  [&](const at::Tensor& bq, const at::Tensor& bk, const at::Tensor& bv,
+                                      const at::Tensor& visible) {
+                                    return library_masked_attention(bq, bk, bv, visible, scale);
+                                  });
+                            });
       if (library_varlen_attention_fits(q)) {
         windowed.emplace_back("library varlen, window", varlen_kernel(whole_rows(B, T), window, scale));
       }

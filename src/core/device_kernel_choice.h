@@ -2,8 +2,9 @@
 // paths (nn/device_kernels.h: RMSNorm, rotary, the SiLU product;
 // optim/fused_adamw.h: AdamW as one kernel per parameter; and
 // nn/varlen_attention.h: packed documents and windows in one call of the
-// library's variable-length flash kernel) or with ATen's compositions. One switch for all of them, read by each layer that has
-// such a path, so here, below them all. Off by default until a GPU has
+// library's variable-length flash kernel) or with ATen's compositions. One
+// switch for all of them, read by each layer that has such a path, so here,
+// below them all. Off by default until a GPU has
 // measured them (issue 40).
 #pragma once
 

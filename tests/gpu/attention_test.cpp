@@ -175,16 +175,16 @@ TEST(GpuAttention, TheModuleTakesVarlenWhenSwitchedOn) {
   const auto bf16 = at::TensorOptions().device(gpu).dtype(at::kBFloat16);
   // Whether the module's output graph reaches the flash kernel's backward.
   auto uses_flash = [](const at::Tensor& out) {
-    std::vector<torch::autograd::Node*> todo{out.grad_fn().get()};
+    std::vector<torch::autograd::Node*> unvisited{out.grad_fn().get()};
     std::set<torch::autograd::Node*> seen;
-    while (!todo.empty()) {
-      torch::autograd::Node* n = todo.back();
-      todo.pop_back();
+    while (!unvisited.empty()) {
+      torch::autograd::Node* n = unvisited.back();
+      unvisited.pop_back();
       if (n == nullptr || !seen.insert(n).second) continue;
       // The variable-length op's node (SDPA's own flash path records
       // ScaledDotProductFlashAttentionBackward0 instead).
       if (n->name() == "FlashAttentionBackward0") return true;
-      for (const auto& edge : n->next_edges()) todo.push_back(edge.function.get());
+      for (const auto& edge : n->next_edges()) unvisited.push_back(edge.function.get());
     }
     return false;
   };

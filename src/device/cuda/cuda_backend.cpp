@@ -172,19 +172,17 @@ class CudaBackend : public Backend {
         }
       }
     } recorder;
+    // The sync debug mode there was, restored however fn() ends.
+    struct WarnOnSync {
+      c10::cuda::SyncDebugMode before = c10::cuda::warning_state().get_sync_debug_mode();
+      WarnOnSync() { c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN); }
+      ~WarnOnSync() { c10::cuda::warning_state().set_sync_debug_mode(before); }
+    };
     recorder.previous = c10::WarningUtils::get_warning_handler();
-    auto& state = c10::cuda::warning_state();
-    const c10::cuda::SyncDebugMode mode = state.get_sync_debug_mode();
     {
       c10::WarningUtils::WarningHandlerGuard guard(&recorder);
-      state.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
-      try {
-        fn();
-      } catch (...) {
-        state.set_sync_debug_mode(mode);
-        throw;
-      }
-      state.set_sync_debug_mode(mode);
+      const WarnOnSync warn_on_sync;
+      fn();
     }
     return std::move(recorder.stacks);
   }
