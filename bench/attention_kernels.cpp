@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -116,14 +117,30 @@ int main(int argc, char** argv) {
   int64_t window = 0;
   std::string device_name = "cpu";
   at::ScalarType dtype = at::kFloat;
+  const char* usage =
+      "usage: bench_attention_kernels [--seq T ...] [--rounds N] [--documents N] [--window W] [--device D] "
+      "[--bfloat16]\n";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--rounds") rounds = std::atoi(argv[++i]);
-    else if (a == "--seq") seqs.push_back(std::atoll(argv[++i]));
-    else if (a == "--documents") documents = std::atoll(argv[++i]);
-    else if (a == "--window") window = std::atoll(argv[++i]);
-    else if (a == "--device") device_name = argv[++i];
-    else if (a == "--bfloat16") dtype = at::kBFloat16;
+    const bool takes_value = a == "--rounds" || a == "--seq" || a == "--documents" || a == "--window" ||
+                             a == "--device";
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", usage);
+      return 0;
+    } else if (a == "--bfloat16") {
+      dtype = at::kBFloat16;
+    } else if (!takes_value || i + 1 == argc) {
+      std::fprintf(stderr, "bench_attention_kernels: %s '%s'\n%s",
+                   takes_value ? "no value after" : "unknown argument", a.c_str(), usage);
+      return 2;
+    } else {
+      const char* value = argv[++i];
+      if (a == "--rounds") rounds = std::atoi(value);
+      else if (a == "--seq") seqs.push_back(std::atoll(value));
+      else if (a == "--documents") documents = std::atoll(value);
+      else if (a == "--window") window = std::atoll(value);
+      else device_name = value;
+    }
   }
   if (seqs.empty()) seqs = {256, 1024};
   at::set_num_threads(1);

@@ -7,7 +7,7 @@
 # their files), so a package missing from debs.txt fails here, not there.
 # The GPU tests skip (no device) and `tessel train` runs on the CPU; the
 # build, the launches and the summary run for real. Needs root (unshare).
-# Usage: bash scripts/device/dry_run.sh        (OUT: where the logs go, default .device/dry-run;
+# Usage: bash scripts/device/dry_run.sh        (OUT: where the logs go, default build/device-dry-run;
 #        TESSEL_CHECK_BENCH=1 adds bench/gpu/run.sh, both sides, at a small shape)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -49,16 +49,42 @@ for f in sorted(set(l.strip() for l in sys.stdin)):
     if f and os.path.isfile(f) and not os.path.islink(f):
         print(f)' >"$hide"
 echo "dry run: hiding $(wc -l <"$hide") files of ${#packages[@]} packages"
-export OUT=${OUT:-$root/.device/dry-run}
-rm -rf "$OUT" /tmp/tessel-deps-dry
+# Outside .device: what the GPU machine is given (.device) must stay within a run's 64 MiB.
+export OUT=${OUT:-$root/build/device-dry-run}
+rm -rf "$OUT" /tmp/tessel-deps-dry /tmp/tessel-deps-carried "$root/.device/dry-run" "$root/build/device-carried"
 mkdir -p "$OUT"
 cuda_libs=/usr/local/cuda/lib64:$extras/nvidia/cusparselt/lib:$extras/nvidia/nvshmem/lib:$extras/nvidia/cu13/lib
-exec unshare --mount --propagation private bash -c '
+# 1. The check as the GPU machine runs it when it must build (no carried build).
+# 2. Its binaries staged as the carried build (.device/prebuilt, prebuilt.sh),
+#    when every phase passed.
+# 3. The check again from the carried build, with the folders its run path
+#    names hidden (as on the GPU machine, where they do not exist): the
+#    unpacked packages and this torch's lib/ (the torch is seen elsewhere).
+unshare --mount --propagation private bash -c '
   set -e
   while read -r f; do mount --bind /dev/null "$f"; done <"$1"
-  export LD_LIBRARY_PATH=$2 TESSEL_CHECK_TORCH=$3 TESSEL_CHECK_DEPS=/tmp/tessel-deps-dry PATH=/usr/local/cuda/bin:$PATH
+  export LD_LIBRARY_PATH=$2 TESSEL_CHECK_DEPS=/tmp/tessel-deps-dry PATH=/usr/local/cuda/bin:$PATH
   [[ -z $4 ]] || export PYTHONPATH=$4
   export TESSEL_CHECK_BUILD_LIMIT=${TESSEL_CHECK_BUILD_LIMIT:-7200}  # two cores, not sixteen
   export TESSEL_CHECK_DEVICE=cpu  # no GPU here: the trains check the launch on the CPU
-  bash scripts/device/gpu_check.sh
-' dry_run "$hide" "$cuda_libs" "$torch/torch" "$bench_python"
+  TESSEL_CHECK_TORCH=$3/torch TESSEL_CHECK_PREBUILT=off bash scripts/device/gpu_check.sh
+  if ! python3 scripts/device/summary_ok.py "$OUT/gpu_check.json"; then
+    echo "dry run: the check failed (above); no carried build staged" >&2
+    exit 1
+  fi
+  # (the unpacked libraries found as the check found them: CMake links a test MPI program)
+  deps_lib=/tmp/tessel-deps-dry/usr/lib/x86_64-linux-gnu
+  LD_LIBRARY_PATH=$deps_lib:$deps_lib/openmpi/lib:/tmp/tessel-deps-dry/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH \
+    bash scripts/device/prebuilt.sh stage build/device "$3/torch"
+  mkdir -p /tmp/tessel-torch-elsewhere
+  mount --bind "$3" /tmp/tessel-torch-elsewhere
+  mount -t tmpfs none "$3/torch/lib"
+  mount -t tmpfs none /tmp/tessel-deps-dry
+  echo "== the check again, from the carried build"
+  OUT=$OUT/carried TESSEL_CHECK_BENCH=0 TESSEL_CHECK_TORCH=/tmp/tessel-torch-elsewhere/torch \
+    TESSEL_CHECK_DEPS=/tmp/tessel-deps-carried TESSEL_CHECK_BUILD_DIR=$PWD/build/device-carried \
+    bash scripts/device/gpu_check.sh
+  python3 scripts/device/summary_ok.py "$OUT/carried/gpu_check.json" --carried
+' dry_run "$hide" "$cuda_libs" "$torch" "$bench_python"
+carried=$(du -sm "$root/.device" | cut -f1)
+echo "dry run: ok; the GPU machine is given .device: ${carried} MiB (at most 64 with the working tree)"

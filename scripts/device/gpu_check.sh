@@ -13,7 +13,11 @@
 # TESSEL_CHECK_DEPS (the prefix, default /tmp/tessel-deps),
 # TESSEL_CHECK_TORCH (a torch folder, default: python3's),
 # TESSEL_CHECK_DEVICE (the trains' TESSEL_DEVICE, default cuda),
-# TESSEL_CHECK_SKIP_BUILD=1 (reuse build/device), TESSEL_CHECK_SANITIZE=0 (leave
+# TESSEL_CHECK_PREBUILT (the carried build, default .device/prebuilt: used
+# when it is of this tree's sources and this machine's torch, else the check
+# builds here; "off": always build here; scripts/device/prebuilt.sh),
+# TESSEL_CHECK_BUILD_DIR (default build/device),
+# TESSEL_CHECK_SKIP_BUILD=1 (reuse the build folder), TESSEL_CHECK_SANITIZE=0 (leave
 # out compute-sanitizer's memcheck and racecheck of tessel's kernels, which
 # run where it is installed and a GPU is present), TESSEL_CHECK_BENCH=1 (also
 # bench/gpu/run.sh, issue 40: tessel against PyTorch FSDP2; TESSEL_CHECK_BENCH_SHAPE
@@ -31,7 +35,8 @@ cd "$root"
 out=${OUT:-$root/.device/out}
 mkdir -p "$out"
 deps=${TESSEL_CHECK_DEPS:-/tmp/tessel-deps}
-build=$root/build/device
+build=${TESSEL_CHECK_BUILD_DIR:-$root/build/device}
+prebuilt=${TESSEL_CHECK_PREBUILT:-$root/.device/prebuilt}
 jobs=${TESSEL_CHECK_JOBS:-$(nproc)}
 summary=$out/gpu_check.json
 phases=$out/phases.tsv
@@ -99,6 +104,7 @@ mpi_dir=$arch_lib/openmpi
 export LD_LIBRARY_PATH=$arch_lib:$mpi_dir/lib:$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OPAL_PREFIX=$deps/usr  # OpenMPI finds its plugins and help files under the prefix it was unpacked to
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export TESSEL_SOURCE_DIR=$root  # the tests' and the trains' data, wherever the binaries were built
 mpirun=$deps/usr/bin/mpirun.openmpi
 
 # --- build ------------------------------------------------------------------
@@ -108,10 +114,28 @@ configure=(cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
   -DMPI_SKIP_COMPILER_WRAPPER=ON "-DMPI_C_HEADER_DIR=$mpi_dir/include" -DMPI_C_LIB_NAMES=mpi
   "-DMPI_mpi_LIBRARY=$mpi_dir/lib/libmpi.so" "-DMPIEXEC_EXECUTABLE=$mpirun")
 [[ -n $nccl_root ]] && configure+=("-DTESSEL_NCCL_ROOT=$nccl_root")
-built=1
-if [[ ${TESSEL_CHECK_SKIP_BUILD:-0} != 1 ]]; then
-  phase configure 120 configure.log "${configure[@]}" &&
-    phase build "${TESSEL_CHECK_BUILD_LIMIT:-360}" build.log cmake --build "$build" --target tessel_bin test_gpu -- -j"$jobs" || built=0
+# The carried build (prebuilt.sh) when it fits this tree and this machine:
+# seconds instead of minutes of the GPU machine's time. Its run path names
+# the folders of the machine it was built on, so the libraries it needs are
+# found through LD_LIBRARY_PATH (also when a later call reuses it).
+carried_libraries() {
+  local folders
+  folders=$(bash "$root/scripts/device/prebuilt.sh" libraries "$torch_dir")
+  export LD_LIBRARY_PATH=${folders:+$folders:}$LD_LIBRARY_PATH
+}
+built=1 carried=0
+if [[ ${TESSEL_CHECK_SKIP_BUILD:-0} == 1 ]]; then
+  [[ -f $build/carried_build.json ]] && carried=1 && carried_libraries
+else
+  if [[ $prebuilt != off && -d $prebuilt ]]; then
+    (carried_libraries && phase prebuilt 90 prebuilt.log bash "$root/scripts/device/prebuilt.sh" use "$prebuilt" "$build" "$torch_dir") &&
+      carried=1 && carried_libraries && cp "$prebuilt/manifest.json" "$build/carried_build.json"
+  fi
+  if ((!carried)); then
+    rm -f "$build/carried_build.json"
+    phase configure 120 configure.log "${configure[@]}" &&
+      phase build "${TESSEL_CHECK_BUILD_LIMIT:-360}" build.log cmake --build "$build" --target tessel_bin test_gpu -- -j"$jobs" || built=0
+  fi
 fi
 
 # --- tests and runs -----------------------------------------------------
@@ -150,8 +174,10 @@ if ((built)); then
   if [[ ${TESSEL_CHECK_BENCH:-0} == 1 ]]; then
     phase attention_packed 150 attention_packed.log bash -c '
       set -e
-      cmake -DTESSEL_BUILD_BENCH=ON "$1" >/dev/null
-      cmake --build "$1" --target bench_attention_kernels -- -j"$2" >/dev/null
+      if [[ -f $1/CMakeCache.txt ]]; then  # else the carried build has it
+        cmake -DTESSEL_BUILD_BENCH=ON "$1" >/dev/null
+        cmake --build "$1" --target bench_attention_kernels -- -j"$2" >/dev/null
+      fi
       for n in $5; do
         for t in $4; do
           "$1/bin/bench_attention_kernels" --device "$3" --bfloat16 --seq "$t" --documents "$n" --rounds 5
@@ -169,7 +195,7 @@ if ((built)); then
 fi
 
 # --- summary ---------------------------------------------------------------
-python3 - "$out" "$check_start" >"$summary" <<'PY'
+TESSEL_CHECK_BUILD=$build python3 - "$out" "$check_start" >"$summary" <<'PY'
 import datetime, glob, json, os, sys, time
 out, start = sys.argv[1], float(sys.argv[2])
 
@@ -215,8 +241,13 @@ for run in ("train_np1", "train_np4"):
         lines = [l.strip() for l in open(log, errors="replace") if "done:" in l or "device" in l]
         summary[run] = lines[-4:]
 summary["wall_s"] = round(time.time() - start, 1)
+carried = os.path.join(os.environ["TESSEL_CHECK_BUILD"], "carried_build.json")
+summary["binaries"] = (f"carried, built {json.load(open(carried)).get('built')}" if os.path.exists(carried)
+                       else "built on this machine")
 expected = {"test_gpu_np1", "test_gpu_np4", "train_np1", "train_np4"}
-summary["ok"] = all(p["rc"] == 0 for p in summary["phases"]) and expected <= {p["name"] for p in summary["phases"]}
+# The carried build not fitting is no failure: the check then built its own.
+judged = [p for p in summary["phases"] if p["name"] != "prebuilt"]
+summary["ok"] = all(p["rc"] == 0 for p in judged) and expected <= {p["name"] for p in summary["phases"]}
 print(json.dumps(summary))
 PY
 cat "$summary"
