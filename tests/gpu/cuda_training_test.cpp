@@ -112,18 +112,8 @@ TEST_F(CudaTraining, AProfiledStepChangesNothing) {
   ::unsetenv("TESSEL_PROFILE_STEP");
   ASSERT_EQ(profiled.steps.size(), plain.steps.size());
   for (size_t s = 0; s < plain.steps.size(); ++s)
-    EXPECT_NEAR(profiled.steps[s].loss, plain.steps[s].loss, 1e-6 * plain.steps[s].loss) << "step " << s + 1;
-}
-
-dist::MeshSizes sizes(int world, int dp_replicate = 1, int tp = 1, int cp = 1, int ep = 1) {
-  dist::MeshSizes s;
-  s.world_size = world;
-  s.dp_replicate = dp_replicate;
-  s.tp = tp;
-  s.cp = cp;
-  s.ep = ep;
-  if (ep > 1) s.v2 = true;
-  return s;
+    EXPECT_NEAR(profiled.steps[s].loss, plain.steps[s].loss, 1e-6 * plain.steps[s].loss)
+        << "step " << s + 1;
 }
 
 std::vector<std::string> layout_overrides(const dist::MeshSizes& s) {
@@ -143,10 +133,10 @@ TEST_F(CudaTraining, EveryLayoutMatchesOneProcess) {
     std::string name;
     dist::MeshSizes sizes;
   };
-  const std::vector<Layout> layouts = {{"FSDP 2", sizes(2)},
-                                       {"HSDP 2x2", sizes(4, 2)},
-                                       {"TP 2 x FSDP 2", sizes(4, 1, 2)},
-                                       {"CP 2 x FSDP 2", sizes(4, 1, 1, 2)}};
+  const std::vector<Layout> layouts = {{"FSDP 2", mesh_sizes(2)},
+                                       {"HSDP 2x2", mesh_sizes(4, 2)},
+                                       {"TP 2 x FSDP 2", mesh_sizes(4, 1, 2)},
+                                       {"CP 2 x FSDP 2", mesh_sizes(4, 1, 1, 2)}};
   for (const Layout& l : layouts) {
     std::vector<std::string> o = layout_overrides(l.sizes);
     o.insert(o.begin(), "policy.model_name=tiny-llama");
