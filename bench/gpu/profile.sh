@@ -10,7 +10,10 @@
 # the step's wall time (there is no overlap to lose at world 1).
 # Prints one JSON line per side: kernel time, launches, time by kind
 # (matrix products, attention, tessel's own kernels, optimizer, NCCL, the
-# rest) and the 25 kernels that took longest. Raw reports stay in $OUT.
+# rest) and the 25 kernels that took longest. Raw reports stay in $OUT, or
+# in RAW_DIR when given (the device check keeps them out of what comes back:
+# a report of a 1B model's step is tens of MiB); the model in MODEL_DIR
+# when given (else $OUT/model).
 #   tessel          TESSEL_DEVICE_KERNELS=aten (the default)
 #   tessel_kernels  TESSEL_DEVICE_KERNELS=fused (KERNELS=0 leaves it out)
 #   pytorch_eager   bench/gpu/peer_fsdp2.py (PEERS=0 leaves it out)
@@ -26,16 +29,18 @@ command -v ncu >/dev/null || { echo "no ncu (Nsight Compute) on PATH" >&2; exit 
 out=${OUT:-$(mktemp -d /tmp/gpu_profile.XXXXXX)}
 mkdir -p "$out"
 config=${CONFIG:-$root/bench/configs/llama-3.2-1b/config.json}
-model=$out/model
+raw=${RAW_DIR:-$out}
+mkdir -p "$raw"
+model=${MODEL_DIR:-$out/model}
 [[ -f $model/model.safetensors ]] || "$bin" init-model --config "$config" "$model" --seed 7 >/dev/null
 ncu_flags=(--profile-from-start off --clock-control none --target-processes all
            --metrics gpu__time_duration.sum --force-overwrite)
 
-profile() {  # side command... -> $out/side.ncu-rep, $out/side.csv
+profile() {  # side command... -> $raw/side.ncu-rep, $raw/side.csv, $out/side.log
   local side=$1
   shift
-  ncu "${ncu_flags[@]}" --export "$out/$side" "$@" >"$out/$side.log" 2>&1
-  ncu --import "$out/$side.ncu-rep" --csv --page raw >"$out/$side.csv"
+  ncu "${ncu_flags[@]}" --export "$raw/$side" "$@" >"$out/$side.log" 2>&1
+  ncu --import "$raw/$side.ncu-rep" --csv --page raw >"$raw/$side.csv"
 }
 
 sides=(tessel)
@@ -55,5 +60,5 @@ if [[ ${PEERS:-1} == 1 ]]; then
     --steps 3 --profile-step 3
 fi
 for side in "${sides[@]}"; do
-  python3 "$root/bench/gpu/kernel_breakdown.py" --side "$side" "$out/$side.csv"
+  python3 "$root/bench/gpu/kernel_breakdown.py" --side "$side" "$raw/$side.csv"
 done

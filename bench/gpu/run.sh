@@ -42,7 +42,7 @@ bin=$build/bin/tessel
 [[ -x $bin ]] || { echo "no $bin: build the CUDA build first" >&2; exit 2; }
 out=${OUT:-$(mktemp -d /tmp/gpu_bench.XXXXXX)}
 config=${CONFIG:-$root/bench/configs/llama-3.2-1b/config.json}
-model=$out/model
+model=${MODEL_DIR:-$out/model}  # MODEL_DIR: elsewhere, when $out must stay small (the device check's)
 [[ -f $model/model.safetensors ]] || "$bin" init-model --config "$config" "$model" --seed 7 >/dev/null
 
 tessel_run() {  # micro_batch log_dir steps [fused] [kernels] [checkpointing] -> exit status
