@@ -160,15 +160,6 @@ tests=${TESSEL_CHECK_TESTS:-1}
 device=${TESSEL_CHECK_DEVICE:-cuda}  # the dry run trains and benchmarks on the CPU
 if ((built && tests)); then
   phase test_gpu_np1 200 test_gpu_np1.log "$build/tests/test_gpu" "--gtest_output=json:$out/test_gpu_np1.json"
-  # tessel's own kernels under compute-sanitizer (out-of-bounds accesses,
-  # shared-memory races), where it is installed and a GPU is present.
-  if command -v compute-sanitizer >/dev/null 2>&1 && [[ ${TESSEL_CHECK_SANITIZE:-1} == 1 ]] \
-    && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    for tool in memcheck racecheck; do
-      phase "sanitize_$tool" 150 "sanitize_$tool.log" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-        "$build/tests/test_gpu" --gtest_filter='DeviceKernels.*:FusedAdamW.*'
-    done
-  fi
   phase test_gpu_np4 300 test_gpu_np4.log "$mpirun" --oversubscribe --bind-to none -np 4 \
     -x LD_LIBRARY_PATH -x OPAL_PREFIX -x TESSEL_COLLECTIVE_TIMEOUT_S=120 \
     bash -c "exec '$build/tests/test_gpu' --gtest_output=json:$out/test_gpu_np4_rank\${OMPI_COMM_WORLD_RANK}.json"
@@ -177,6 +168,17 @@ if ((built && tests)); then
     policy.dtensor_cfg.dp_replicate_size=1 "logger.log_dir=$out/train_np1_logs" --no-print-config
   phase train_np4 180 train_np4.log env TESSEL_DEVICE="$device" TESSEL_ALLOW_SHARED_GPU=1 "$build/bin/tessel" train \
     --nproc 4 --mpirun "$mpirun" "logger.log_dir=$out/train_np4_logs" --no-print-config
+  # tessel's own kernels under compute-sanitizer (out-of-bounds accesses,
+  # shared-memory races), where it is installed and a GPU is present; last,
+  # so that a slow sanitizer never takes the deadline's time from the parity
+  # tests and the trains.
+  if command -v compute-sanitizer >/dev/null 2>&1 && [[ ${TESSEL_CHECK_SANITIZE:-1} == 1 ]] \
+    && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    for tool in memcheck racecheck; do
+      phase "sanitize_$tool" 150 "sanitize_$tool.log" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$build/tests/test_gpu" --gtest_filter='DeviceKernels.*:FusedAdamW.*'
+    done
+  fi
 fi
 if ((built)); then
   # The benchmark's model (GBs for Llama-3.2-1B) stays out of $out, which

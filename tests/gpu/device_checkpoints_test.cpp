@@ -3,16 +3,19 @@
 // the GPU and resumed there trains as the uninterrupted run, and its
 // checkpoint resumes on the CPU too (the files do not depend on the device
 // they were written from); the Hugging Face export written from device
-// shards loads back as the trained model. At one process, and at four
-// sharing the GPU (HSDP 2x2, and TP 2 x FSDP 2 for the load). Skipped without
-// a CUDA device.
+// shards loads back as the trained model; loading at four ranks holds no
+// more device memory than the rank's shards and one parameter. At one
+// process, and at four sharing the GPU (HSDP 2x2; for the load also FSDP 4
+// and TP 2 x FSDP 2). Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,7 @@
 #include "train/hf_export.h"
 #include "train/layout_parity.h"
 #include "train/model_setup.h"
+#include "train/mpi/memory_testing.h"
 #include "train/train_fixture.h"
 #include "train/train_options.h"
 #include "train/trainer.h"
@@ -86,30 +90,73 @@ class DeviceCheckpoints : public TrainFixture {
   fs::path shared_;
 };
 
+// What running f costs the device allocator of this rank's GPU: the peak
+// above what was allocated before, and what stays allocated after.
+struct DeviceCost {
+  int64_t peak_growth = 0;
+  int64_t retained = 0;
+};
+
+template <typename F>
+DeviceCost device_cost(F&& f) {
+  const device::Backend* backend = device::cuda_backend();
+  const int index = gpu_world()->device.index();
+  backend->synchronize(index);
+  const int64_t before = backend->memory_stats(index).allocated;
+  backend->reset_peak_memory(index);
+  f();
+  backend->synchronize(index);
+  const device::MemoryStats after = backend->memory_stats(index);
+  return {after.peak_allocated - before, after.allocated - before};
+}
+
 // A Hugging Face directory loads into device shards: each rank's shard lives
-// on the GPU and equals its box of what one process loads on the host.
+// on the GPU and equals its box of what one process loads on the host, and
+// at four ranks the device never holds more than the rank's shards and one
+// whole parameter (SPEC 4's contract at load, on the device's allocator).
 TEST_F(DeviceCheckpoints, HfDirectoryLoadsIntoDeviceShards) {
   const fs::path model_dir = shared_ / "model";
   if (rank0()) {
+    // Real structure, parameters dominating: 6 layers, hidden 128, vocab 2048, untied.
     const models::ModelConfig config =
-        models::parse_model_config(models::make_preset_config("tiny-llama"), "tiny-llama");
+        models::parse_model_config(train::testing::llama_config_json(), "test config");
     models::save_initialized(config, 5, at::kFloat, model_dir);
   }
   dist::world()->barrier();
   std::map<std::string, at::Tensor> full;
+  int64_t model_bytes = 0, largest = 0;
   for (const auto& item : models::load_pretrained(model_dir)->named_parameters()) {
     full[item.key()] = item.value().detach().clone();
+    model_bytes += item.value().nbytes();
+    largest = std::max<int64_t>(largest, item.value().nbytes());
   }
+  // The caching allocator rounds each block up to 512 bytes, and small
+  // temporaries (index tensors, scalars) come and go.
+  const int64_t slack = 256 * 1024;
   std::vector<NamedLayout> layouts = {{"one process", mesh_sizes(1)}};
   if (dist::world()->size() == 4)
-    layouts = {{"HSDP 2x2", mesh_sizes(4, 2)}, {"TP 2 x FSDP 2", mesh_sizes(4, 1, 2)}};
+    layouts = {{"FSDP 4", mesh_sizes(4)},
+               {"HSDP 2x2", mesh_sizes(4, 2)},
+               {"TP 2 x FSDP 2", mesh_sizes(4, 1, 2)}};
   for (const NamedLayout& l : layouts) {
     std::vector<std::string> o = {"policy.model_name='" + model_dir.string() + "'"};
     for (const std::string& s : mesh_overrides(l)) o.push_back(s);
     const config::Config cfg = make_config(o);
-    const train::ShardedModel sharded = train::setup_model(
-        train::train_options_from(cfg), block_mesh(l.sizes, true), config::parallelism_from(cfg));
-    for (const auto& [name, mp] : train::mesh_state_dict(sharded)) {
+    const dist::DeviceMesh mesh = block_mesh(l.sizes, true);
+    std::optional<train::ShardedModel> sharded;
+    const DeviceCost cost = device_cost([&] {
+      sharded.emplace(
+          train::setup_model(train::train_options_from(cfg), mesh, config::parallelism_from(cfg)));
+    });
+    if (l.sizes.world_size > 1) {
+      // Far below the whole model, or the bound could not tell.
+      ASSERT_LT(cost.retained + largest + slack, model_bytes) << l.name;
+      EXPECT_LE(cost.peak_growth, cost.retained + largest + slack)
+          << l.name << ": device peak " << cost.peak_growth << " B above the start, shards "
+          << cost.retained << " B, largest parameter " << largest << " B, whole model "
+          << model_bytes << " B";
+    }
+    for (const auto& [name, mp] : train::mesh_state_dict(*sharded)) {
       ASSERT_TRUE(full.count(name)) << name;
       EXPECT_TRUE(mp.local.device().is_cuda())
           << l.name << ": " << name << " is on " << mp.local.device();
