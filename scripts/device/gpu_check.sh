@@ -123,6 +123,7 @@ export OPAL_PREFIX=$deps/usr  # OpenMPI finds its plugins and help files under t
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export TESSEL_SOURCE_DIR=$root  # the tests' and the trains' data, wherever the binaries were built
 mpirun=$deps/usr/bin/mpirun.openmpi
+export TESSEL_TEST_MPIRUN=$mpirun  # the GPU tests that launch a job of their own (device_faults_test.cpp)
 
 # --- build ------------------------------------------------------------------
 configure=(cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release

@@ -18,7 +18,10 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
-binaries=(bin/tessel tests/test_gpu bin/bench_attention_kernels)
+binaries=(bin/tessel tests/test_gpu tests/device_fault_peer bin/bench_attention_kernels)
+# What each is run with to see that it loads: it prints and exits at once.
+declare -A load_check=([bin/tessel]=--help [tests/test_gpu]=--gtest_list_tests
+                       [tests/device_fault_peer]=--help [bin/bench_attention_kernels]=--help)
 
 # torch_build TORCH_DIR: "version git_commit" of the torch package in TORCH_DIR,
 # read from its version.py (no import: the dry run's torch is not python's).
@@ -39,7 +42,8 @@ stage)
   [[ -f $build/CMakeCache.txt ]] || { echo "no configured build at $build" >&2; exit 2; }
   hash=$(python3 "$here/source_hash.py" "$root")
   cmake -DTESSEL_BUILD_BENCH=ON "$build" >/dev/null
-  cmake --build "$build" --target tessel_bin test_gpu bench_attention_kernels -- -j"${TESSEL_CHECK_JOBS:-$(nproc)}" >/dev/null
+  cmake --build "$build" --target tessel_bin test_gpu device_fault_peer bench_attention_kernels \
+    -- -j"${TESSEL_CHECK_JOBS:-$(nproc)}" >/dev/null
   [[ $(python3 "$here/source_hash.py" "$root") == "$hash" ]] || { echo "the sources changed during the build" >&2; exit 3; }
   read -r version commit < <(torch_build "$torch")
   arches=$(sed -n 's/^TESSEL_CUDA_ARCHITECTURES:STRING=//p' "$build/CMakeCache.txt")
@@ -87,9 +91,12 @@ PY
   for f in "${binaries[@]}"; do install -D -m 755 "$prebuilt/$f" "$build/$f"; done
   # Every symbol bound at start: a library missing or of another version
   # shows here, not in the middle of a test.
-  if ! LD_BIND_NOW=1 "$build/bin/tessel" --help >/dev/null 2>"$build/prebuilt_load.err" ||
-     ! LD_BIND_NOW=1 "$build/tests/test_gpu" --gtest_list_tests >/dev/null 2>>"$build/prebuilt_load.err" ||
-     ! LD_BIND_NOW=1 "$build/bin/bench_attention_kernels" --help >/dev/null 2>>"$build/prebuilt_load.err"; then
+  loads=1
+  : >"$build/prebuilt_load.err"
+  for f in "${binaries[@]}"; do
+    LD_BIND_NOW=1 "$build/$f" "${load_check[$f]}" >/dev/null 2>>"$build/prebuilt_load.err" || { loads=0; break; }
+  done
+  if ((!loads)); then
     echo "the carried build does not load here: building here"
     tail -n 20 "$build/prebuilt_load.err"
     for f in "${binaries[@]}"; do ldd "$build/$f" | grep "not found" || true; rm -f "$build/$f"; done

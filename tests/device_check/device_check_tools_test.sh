@@ -55,7 +55,7 @@ mkdir -p "$torch"
 printf "__version__ = '2.11.0+cu130'\ngit_version = 'abc123'\n" >"$torch/version.py"
 carried=$work/prebuilt
 mkdir -p "$carried/bin" "$carried/tests"
-for f in bin/tessel tests/test_gpu bin/bench_attention_kernels; do
+for f in bin/tessel tests/test_gpu tests/device_fault_peer bin/bench_attention_kernels; do
   printf '#!/bin/sh\nexit 0\n' >"$carried/$f"
   chmod +x "$carried/$f"
 done
@@ -63,7 +63,7 @@ manifest() {  # source_hash torch_version -> manifest.json of $carried
   python3 - "$carried" "$1" "$2" >"$carried/manifest.json" <<'PY'
 import hashlib, json, os, sys
 carried, source_hash, version = sys.argv[1:]
-files = ["bin/tessel", "tests/test_gpu", "bin/bench_attention_kernels"]
+files = ["bin/tessel", "tests/test_gpu", "tests/device_fault_peer", "bin/bench_attention_kernels"]
 print(json.dumps({"source_hash": source_hash, "torch_version": version, "torch_git_version": "abc123",
                   "cuda_architectures": ["90"], "built": "2026-12-07T00:00:00+00:00", "built_on": "here",
                   "files": {f: hashlib.sha256(open(os.path.join(carried, f), "rb").read()).hexdigest() for f in files}}))
@@ -77,7 +77,8 @@ use() {  # -> "rc message", the build folder $refused
   echo "$rc $out"
 }
 expect_nothing_left() {
-  [[ ! -e $refused/bin/tessel && ! -e $refused/tests/test_gpu && ! -e $refused/bin/bench_attention_kernels ]] ||
+  [[ ! -e $refused/bin/tessel && ! -e $refused/tests/test_gpu && ! -e $refused/tests/device_fault_peer &&
+     ! -e $refused/bin/bench_attention_kernels ]] ||
     fail "$1: the refused carried build left binaries in $refused"
 }
 here_hash=$(python3 "$tools/source_hash.py" "$root")
@@ -113,7 +114,8 @@ manifest "$here_hash" "2.11.0+cu130"
 build=$work/build_fits
 out=$(bash "$tools/prebuilt.sh" use "$carried" "$build" "$torch" 2>&1) || fail "a fitting carried build was refused: $out"
 expect_contains "$out" "using the carried build" "a fitting carried build"
-[[ -x $build/bin/tessel && -x $build/tests/test_gpu && -x $build/bin/bench_attention_kernels ]] ||
+[[ -x $build/bin/tessel && -x $build/tests/test_gpu && -x $build/tests/device_fault_peer &&
+   -x $build/bin/bench_attention_kernels ]] ||
   fail "the fitting carried build's binaries are not in $build"
 
 # --- summary_ok.py -------------------------------------------------------------

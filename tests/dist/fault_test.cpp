@@ -4,23 +4,17 @@
 // for a throwing one with its message.
 // The outer `timeout` only bounds a broken run; no test asserts on times.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "dist/communicator.h"
+#include "support/run_tessel.h"
 
 namespace tessel::dist {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;  // 124: the outer `timeout` had to end it
-  std::string output;
-};
+using RunResult = test_support::Result;  // exit code 124: the outer `timeout` had to end it
 
 std::string peer_program() {
   return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dist_fault_peer")
@@ -33,15 +27,7 @@ RunResult run_job(const std::string& mode, int ranks, int timeout_s) {
       "OMPI_MCA_btl_vader_single_copy_mechanism=none TESSEL_COLLECTIVE_TIMEOUT_S=" +
       std::to_string(timeout_s) + " timeout -k 10 180 mpirun --oversubscribe --bind-to none -np " +
       std::to_string(ranks) + " " + peer_program() + " " + mode + " 2>&1";
-  RunResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  size_t got;
-  while ((got = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), got);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
+  return test_support::run_command(command);
 }
 
 class FaultTest : public ::testing::Test {

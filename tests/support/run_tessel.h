@@ -1,5 +1,5 @@
-// Runs the built `tessel` program for end-to-end tests, through the shell
-// (popen), and returns its exit code and output. The program is
+// Runs the built `tessel` program (or any command line) for end-to-end
+// tests, through the shell (popen), and returns its exit code and output. The program is
 // $TESSEL_BINARY_DIR/bin/tessel; ctest sets the variable (tests/CMakeLists.txt).
 #pragma once
 
@@ -22,16 +22,11 @@ inline std::string tessel_binary() {
   return std::string(dir ? dir : ".") + "/bin/tessel";
 }
 
-// `tessel ARGS` with stdin from /dev/null. stderr goes to the output when
-// `merge_stderr` (for messages), or is dropped (for parsing stdout as JSON).
-// `env_prefix` is put before the command: shell variable assignments such as
-// "TESSEL_X=1", or "PATH=/nonexistent".
-inline Result run_tessel(const std::string& args, bool merge_stderr = true,
-                         const std::string& env_prefix = "") {
-  const std::string cmd = env_prefix + " '" + tessel_binary() + "' " + args +
-                          (merge_stderr ? " 2>&1" : " 2>/dev/null") + " </dev/null";
+// A shell command line (popen): its exit code and what it printed on stdout
+// (redirect stderr in the line to have it too).
+inline Result run_command(const std::string& command_line) {
   Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
+  FILE* pipe = ::popen(command_line.c_str(), "r");
   if (pipe == nullptr) return r;
   std::array<char, 65536> buf{};
   size_t n = 0;
@@ -39,6 +34,16 @@ inline Result run_tessel(const std::string& args, bool merge_stderr = true,
   const int status = ::pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// `tessel ARGS` with stdin from /dev/null. stderr goes to the output when
+// `merge_stderr` (for messages), or is dropped (for parsing stdout as JSON).
+// `env_prefix` is put before the command: shell variable assignments such as
+// "TESSEL_X=1", or "PATH=/nonexistent".
+inline Result run_tessel(const std::string& args, bool merge_stderr = true,
+                         const std::string& env_prefix = "") {
+  return run_command(env_prefix + " '" + tessel_binary() + "' " + args +
+                     (merge_stderr ? " 2>&1" : " 2>/dev/null") + " </dev/null");
 }
 
 }  // namespace tessel::test_support
