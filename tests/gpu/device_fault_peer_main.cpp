@@ -32,7 +32,7 @@ constexpr const char* kUsage =
 int run(const char* mode) {
   ::setenv("TESSEL_DEVICE", std::getenv("TESSEL_DEVICE") ? std::getenv("TESSEL_DEVICE") : "cuda",
            1);
-  ::setenv("TESSEL_ALLOW_SHARED_GPU", "1", 1);
+  ::setenv("TESSEL_ALLOW_SHARED_GPU", "1", 0);  // unless the test says 0: the refusal's case
   const tessel::dist::DeviceWorld device_world =
       tessel::dist::setup_device_world(tessel::dist::world());
   const tessel::dist::CommunicatorPtr& world = device_world.world;

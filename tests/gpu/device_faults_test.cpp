@@ -1,5 +1,6 @@
 // Hung, dead and throwing peers on the device (issue 39: "a hung or failed
-// peer ends the job with the group named, as on CPU"): launches
+// peer ends the job with the group named, as on CPU"; and "a clear error when
+// ranks per node exceed devices, unless explicitly allowed"): launches
 // device_fault_peer (built next to this binary) on two ranks sharing the GPU
 // under mpirun (TESSEL_TEST_MPIRUN, default mpirun on PATH) and checks that
 // the job ends non-zero, before the outer bound, and for a hung peer with
@@ -27,11 +28,13 @@ std::string peer_program() {
       .string();
 }
 
-JobResult run_job(const std::string& mode, int collective_timeout_s) {
+// `env` (assignments) is set for the job's ranks too.
+JobResult run_job(const std::string& mode, int collective_timeout_s, const std::string& env = "") {
   const char* mpirun = std::getenv("TESSEL_TEST_MPIRUN");
   const std::string command =
       "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESSEL_COLLECTIVE_TIMEOUT_S=" +
-      std::to_string(collective_timeout_s) + " timeout -k 10 150 " + (mpirun ? mpirun : "mpirun") +
+      std::to_string(collective_timeout_s) + " " + env + " timeout -k 10 150 " +
+      (mpirun ? mpirun : "mpirun") +
       " --oversubscribe --bind-to none -np 2 -x LD_LIBRARY_PATH -x TESSEL_COLLECTIVE_TIMEOUT_S " +
       peer_program() + " " + mode + " 2>&1";
   return test_support::run_command(command);
@@ -58,6 +61,17 @@ TEST_F(DeviceFaults, AHealthyJobSucceeds) {
   const JobResult r = run_job("ok", 60);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("all_reduce finished (correct)"), std::string::npos) << r.output;
+}
+
+// Two ranks on one GPU are refused, saying how to start them, unless
+// TESSEL_ALLOW_SHARED_GPU=1 (which the other cases set).
+TEST_F(DeviceFaults, RanksBeyondTheDevicesAreRefusedUnlessAllowed) {
+  if (device::cuda_device_count() > 1) GTEST_SKIP() << "two ranks fit on this machine's devices";
+  const JobResult r = run_job("ok", 60, "TESSEL_ALLOW_SHARED_GPU=0");
+  expect_ended_early(r);
+  EXPECT_NE(r.output.find("2 ranks on this node but only 1 CUDA device"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("TESSEL_ALLOW_SHARED_GPU=1"), std::string::npos) << r.output;
 }
 
 TEST_F(DeviceFaults, AHungPeerEndsTheJobNamingTheGroup) {
