@@ -160,7 +160,7 @@ fi
 tests=${TESSEL_CHECK_TESTS:-1}
 device=${TESSEL_CHECK_DEVICE:-cuda}  # the dry run trains and benchmarks on the CPU
 if ((built && tests)); then
-  phase test_gpu_np1 200 test_gpu_np1.log "$build/tests/test_gpu" "--gtest_output=json:$out/test_gpu_np1.json"
+  phase test_gpu_np1 300 test_gpu_np1.log "$build/tests/test_gpu" "--gtest_output=json:$out/test_gpu_np1.json"
   phase test_gpu_np4 300 test_gpu_np4.log "$mpirun" --oversubscribe --bind-to none -np 4 \
     -x LD_LIBRARY_PATH -x OPAL_PREFIX -x TESSEL_COLLECTIVE_TIMEOUT_S=120 \
     bash -c "exec '$build/tests/test_gpu' --gtest_output=json:$out/test_gpu_np4_rank\${OMPI_COMM_WORLD_RANK}.json"
@@ -223,64 +223,5 @@ if ((built)); then
 fi
 
 # --- summary ---------------------------------------------------------------
-TESSEL_CHECK_BUILD=$build TESSEL_CHECK_TESTS=$tests python3 - "$out" "$check_start" >"$summary" <<'PY'
-import datetime, glob, json, os, sys, time
-out, start = sys.argv[1], float(sys.argv[2])
-
-def gtest(path):
-    try:
-        with open(path) as f:
-            report = json.load(f)
-    except (OSError, ValueError) as e:
-        return {"error": f"{os.path.basename(path)}: {e}"}
-    tests = []
-    for suite in report.get("testsuites", []):
-        for t in suite.get("testsuite", []):
-            failures = [f.get("failure", "")[:600] for f in t.get("failures", [])]
-            status = "failed" if failures else ("skipped" if t.get("result") == "SKIPPED" else "passed")
-            entry = {"name": f"{suite['name']}.{t['name']}", "status": status}
-            if failures:
-                entry["failures"] = failures[:3]
-            if "device_path" in t:
-                entry["device_path"] = t["device_path"]
-            tests.append(entry)
-    return {"tests": tests, **{k: sum(1 for t in tests if t["status"] == k) for k in ("passed", "failed", "skipped")}}
-
-try:
-    machine = json.load(open(os.path.join(out, "machine.json")))
-except (OSError, ValueError) as e:
-    machine = {"error": f"machine.json: {e}"}
-summary = {"date": datetime.date.today().isoformat(), "check": "scripts/device/gpu_check.sh", "machine": machine}
-summary["phases"] = []
-with open(os.path.join(out, "phases.tsv")) as f:
-    for line in f:
-        name, rc, seconds, log = line.rstrip("\n").split("\t")
-        summary["phases"].append({"name": name, "rc": int(rc), "seconds": float(seconds)})
-if os.environ["TESSEL_CHECK_TESTS"] == "1":
-    summary["test_gpu_np1"] = gtest(os.path.join(out, "test_gpu_np1.json"))
-    ranks = sorted(glob.glob(os.path.join(out, "test_gpu_np4_rank*.json")))
-    summary["test_gpu_np4"] = ({os.path.basename(p)[len("test_gpu_np4_"):-5]: gtest(p) for p in ranks}
-                               or {"error": "no reports"})
-    for rank, report in summary["test_gpu_np4"].items():  # rank 0 in full; the others' failures only
-        if rank != "rank0" and isinstance(report, dict) and "tests" in report:
-            report["tests"] = [t for t in report["tests"] if t["status"] == "failed"]
-for part in ("bench", "attention_packed", "profile"):
-    log = os.path.join(out, part + ".log")
-    if os.path.exists(log):
-        summary[part] = [json.loads(l) for l in open(log, errors="replace") if l.startswith("{")]
-for run in ("train_np1", "train_np4"):
-    log = os.path.join(out, run + ".log")
-    if os.path.exists(log):
-        lines = [l.strip() for l in open(log, errors="replace") if "done:" in l or "device" in l]
-        summary[run] = lines[-4:]
-summary["wall_s"] = round(time.time() - start, 1)
-carried = os.path.join(os.environ["TESSEL_CHECK_BUILD"], "carried_build.json")
-summary["binaries"] = (f"carried, built {json.load(open(carried)).get('built')}" if os.path.exists(carried)
-                       else "built on this machine")
-expected = {"test_gpu_np1", "test_gpu_np4", "train_np1", "train_np4"} if os.environ["TESSEL_CHECK_TESTS"] == "1" else set()
-# The carried build not fitting is no failure: the check then built its own.
-judged = [p for p in summary["phases"] if p["name"] != "prebuilt"]
-summary["ok"] = all(p["rc"] == 0 for p in judged) and expected <= {p["name"] for p in summary["phases"]}
-print(json.dumps(summary))
-PY
+python3 "$root/scripts/device/summarize.py" "$out" "$check_start" "$build" "$tests" >"$summary"
 cat "$summary"

@@ -34,9 +34,11 @@ def gib(x):
 
 
 def tests_line(name, report):
-    if "error" in report:
-        return f"- {name}: {report['error']}"
+    if "tests" not in report:
+        return f"- {name}: {report.get('error')}"
     line = f"- {name}: {report['passed']} passed, {report['failed']} failed, {report['skipped']} skipped"
+    if "error" in report:  # no report: what the log showed
+        line += f" ({report['error']}; unfinished: {', '.join(report.get('unfinished', [])) or 'none'})"
     failed = [t for t in report.get("tests", []) if t["status"] == "failed"]
     for t in failed:
         first = " ".join(l.strip() for l in (t.get("failures") or [""])[0].strip().splitlines()[:3])

@@ -8,6 +8,8 @@
 #     torch, with a file not the manifest's, or one that does not load, each
 #     with its reason and without leaving binaries behind; and takes one
 #     that fits;
+#   - summarize.py reads what the phases left, also a test program killed
+#     before its report and a line cut short;
 #   - summary_ok.py judges a summary's phases;
 #   - record.py writes the goals of a hand-written summary as met or not.
 set -euo pipefail
@@ -133,6 +135,50 @@ if python3 "$tools/summary_ok.py" "$(summary true '[{"name": "build", "rc": 0, "
 fi
 python3 "$tools/summary_ok.py" "$(summary true '[{"name": "prebuilt", "rc": 0, "seconds": 1}]')" --carried >/dev/null ||
   fail "summary_ok --carried refused a check from the carried build"
+
+# --- summarize.py ----------------------------------------------------------------
+# What a check leaves when the one-process tests were ended at their limit
+# (no gtest report, the log cut in a test), a benchmark line cut short, and a
+# carried build that did not fit but a build that passed.
+check=$work/check_out
+mkdir -p "$check" "$work/check_build"
+echo '{"gpu": "NVIDIA H200"}' >"$check/machine.json"
+printf 'prebuilt\t8\t1.0\tprebuilt.log\nbuild\t0\t200.0\tbuild.log\ntest_gpu_np1\t124\t200.0\ttest_gpu_np1.log\n' \
+  >"$check/phases.tsv"
+printf '%s\n' '[ RUN      ] Suite.Passes' '[       OK ] Suite.Passes (10 ms)' \
+  $'\e[0;32m[ RUN      ] \e[mSuite.Skips' $'\e[0;32m[  SKIPPED ] \e[mSuite.Skips (0 ms)' \
+  '[ RUN      ] Suite.Fails' '[  FAILED  ] Suite.Fails (5 ms)' '[ RUN      ] Suite.Hangs' >"$check/test_gpu_np1.log"
+printf '%s\n' '{"side": "tessel", "tokens_per_s": 1.0}' '{"side": "pytorch_fsdp2_eag' >"$check/bench.log"
+python3 "$tools/summarize.py" "$check" "$(date +%s)" "$work/check_build" 0 >"$work/summary_a.json"
+python3 - "$work/summary_a.json" <<'PY' || fail "summarize.py without tests"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert "test_gpu_np1" not in s, "tests reported though they did not run"
+assert s["bench"] == [{"side": "tessel", "tokens_per_s": 1.0}], s["bench"]
+assert s["ok"] is False, "a phase ended at its limit (124) yet ok"
+assert s["binaries"] == "built on this machine", s["binaries"]
+PY
+python3 "$tools/summarize.py" "$check" "$(date +%s)" "$work/check_build" 1 >"$work/summary_b.json"
+python3 - "$work/summary_b.json" <<'PY' || fail "summarize.py from a cut log"
+import json, sys
+s = json.load(open(sys.argv[1]))
+np1 = s["test_gpu_np1"]
+status = {t["name"]: t["status"] for t in np1["tests"]}
+assert status == {"Suite.Passes": "passed", "Suite.Skips": "skipped", "Suite.Fails": "failed",
+                  "Suite.Hangs": "unfinished"}, status
+assert (np1["passed"], np1["failed"], np1["skipped"]) == (1, 1, 1), np1
+assert np1["unfinished"] == ["Suite.Hangs"], np1["unfinished"]
+assert "error" in s["test_gpu_np4"]["ranks, from the log"], s["test_gpu_np4"]
+PY
+# Every phase passed but the carried build's: ok (it built its own), once
+# the expected phases are there.
+printf 'prebuilt\t8\t1.0\tprebuilt.log\nbuild\t0\t200.0\tbuild.log\n' >"$check/phases.tsv"
+python3 "$tools/summarize.py" "$check" "$(date +%s)" "$work/check_build" 0 >"$work/summary_c.json"
+python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$work/summary_c.json" ||
+  fail "a carried build that did not fit failed a check that built its own"
+python3 "$tools/summarize.py" "$check" "$(date +%s)" "$work/check_build" 1 >"$work/summary_d.json"
+python3 -c 'import json, sys; sys.exit(1 if json.load(open(sys.argv[1]))["ok"] else 0)' "$work/summary_d.json" ||
+  fail "a check whose test phases are missing passed"
 
 # --- record.py -------------------------------------------------------------------
 # Hand-written figures: 1.1x eager (not met), MFU 0.55 (met), the memory
