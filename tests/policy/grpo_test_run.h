@@ -8,15 +8,19 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
+#include "config/loader.h"
 #include "config/parallelism_config.h"
 #include "dist/device_mesh.h"
 #include "policy/grpo_options.h"
 #include "policy/grpo_recipe.h"
 #include "policy/loss_options.h"
 #include "policy/verifier.h"
+#include "support/source_tree.h"
 #include "train/trainer.h"
 
 namespace tessel::policy::testing {
@@ -32,13 +36,44 @@ class ByteSumVerifier : public Verifier {
   }
 };
 
+// examples/configs/grpo.yaml for three short steps of tiny-llama (2 prompts x
+// 4 sampled rollouts of 6 tokens, micro batches of 2), then `extra` (a
+// layout's keys; later ones win).
+inline config::Config three_step_grpo_config(const std::vector<std::string>& extra) {
+  std::vector<std::string> o = {
+      "policy.model_name=tiny-llama", "grpo.num_prompts_per_step=2",
+      "grpo.num_generations_per_prompt=4", "grpo.max_num_steps=3", "grpo.val_period=0",
+      "grpo.val_at_start=false", "grpo.val_at_end=false", "policy.train_micro_batch_size=2",
+      "policy.logprob_batch_size=1", "policy.max_total_sequence_length=32",
+      "policy.generation.max_new_tokens=6", "policy.generation.temperature=0.9",
+      "policy.generation.top_p=0.95", "policy.optimizer.kwargs.lr=0.003",
+      // AdamW's first steps move a weight by about lr x sign(gradient): with grpo.yaml's
+      // eps of 1e-8 a gradient at rounding level (~1e-9, where layouts sum differently)
+      // would decide a step of 0.003; the SFT recipe's 1e-5 keeps such weights still.
+      "policy.optimizer.kwargs.eps=1e-5", "policy.scheduler=null",
+      "loss_fn.reference_policy_kl_penalty=0.05", "loss_fn.ratio_clip_c=3.0",
+      "checkpointing.enabled=false", "data.validation=null"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return config::load_config(test_support::source_tree() / "examples" / "configs" / "grpo.yaml", o);
+}
+
+// The step metrics that describe a run's speed or its layout's memory, not
+// its computation: left out where runs are compared.
+inline const std::set<std::string>& timing_or_layout_metrics() {
+  static const std::set<std::string> names = {
+      "generation_tokens_per_s", "refit_s",     "generation_s", "rollout_s", "logprobs_s",
+      "decoding_weight_mib",     "kv_cache_mib"};
+  return names;
+}
+
 // The GRPO recipe of `c` on `mesh` with ByteSumVerifier's rewards; the last
 // step's rollouts in `last` when given.
-inline train::TrainResult run_grpo_with_byte_sums(const config::Config& c, const dist::DeviceMesh& mesh,
+inline train::TrainResult run_grpo_with_byte_sums(const config::Config& c,
+                                                  const dist::DeviceMesh& mesh,
                                                   Rollouts* last = nullptr) {
   const train::TrainOptions options = train::train_options_from(c, grpo_section());
-  GrpoRecipe recipe(options, grpo_options_from(c, options), clipped_pg_options_from(c), config::parallelism_from(c),
-                    std::make_unique<ByteSumVerifier>());
+  GrpoRecipe recipe(options, grpo_options_from(c, options), clipped_pg_options_from(c),
+                    config::parallelism_from(c), std::make_unique<ByteSumVerifier>());
   train::RunOptions quiet;
   quiet.quiet = true;
   quiet.write_logs = false;

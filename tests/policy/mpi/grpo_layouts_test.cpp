@@ -36,20 +36,7 @@ struct GrpoRun {
 };
 
 GrpoRun run_grpo(const testing::Layout& layout) {
-  auto o = layout.overrides();
-  o.insert(o.end(), {"policy.model_name=tiny-llama", "grpo.num_prompts_per_step=2",
-                     "grpo.num_generations_per_prompt=4", "grpo.max_num_steps=3", "grpo.val_period=0",
-                     "grpo.val_at_start=false", "grpo.val_at_end=false", "policy.train_micro_batch_size=2",
-                     "policy.logprob_batch_size=1", "policy.max_total_sequence_length=32",
-                     "policy.generation.max_new_tokens=6", "policy.generation.temperature=0.9",
-                     "policy.generation.top_p=0.95", "policy.optimizer.kwargs.lr=0.003",
-                     // AdamW's first steps move a weight by about lr x sign(gradient): with grpo.yaml's
-                     // eps of 1e-8 a gradient at rounding level (~1e-9, where layouts sum differently)
-                     // would decide a step of 0.003; the SFT recipe's 1e-5 keeps such weights still.
-                     "policy.optimizer.kwargs.eps=1e-5", "policy.scheduler=null",
-                     "loss_fn.reference_policy_kl_penalty=0.05", "loss_fn.ratio_clip_c=3.0",
-                     "checkpointing.enabled=false", "data.validation=null"});
-  const config::Config c = config::load_config(test_support::source_tree() / "examples" / "configs" / "grpo.yaml", o);
+  const config::Config c = testing::three_step_grpo_config(layout.overrides());
   GrpoRun out;
   train::TrainResult r = testing::run_grpo_with_byte_sums(c, layout.mesh(), &out.last);
   out.steps = std::move(r.steps);
@@ -57,27 +44,19 @@ GrpoRun run_grpo(const testing::Layout& layout) {
   return out;
 }
 
-// The step metrics that describe the computation (not its speed or the
-// layout's memory).
-const std::set<std::string>& timing_or_layout_metrics() {
-  static const std::set<std::string> names = {"generation_tokens_per_s", "refit_s",         "generation_s",
-                                              "rollout_s",               "logprobs_s",      "decoding_weight_mib",
-                                              "kv_cache_mib"};
-  return names;
-}
-
 void expect_same(const GrpoRun& got, const GrpoRun& ref, const std::string& what) {
   ASSERT_EQ(got.steps.size(), ref.steps.size()) << what;
   for (size_t s = 0; s < ref.steps.size(); ++s) {
     const auto &g = got.steps[s], &r = ref.steps[s];
-    EXPECT_NEAR(g.loss, r.loss, 2e-5 * std::max(1.0, std::abs(r.loss))) << what << " step " << s + 1;
+    EXPECT_NEAR(g.loss, r.loss, 2e-5 * std::max(1.0, std::abs(r.loss)))
+        << what << " step " << s + 1;
     EXPECT_NEAR(g.grad_norm, r.grad_norm, 1e-4 * r.grad_norm) << what << " step " << s + 1;
     EXPECT_EQ(g.valid_tokens, r.valid_tokens) << what << " step " << s + 1;
     ASSERT_EQ(g.objective_metrics.size(), r.objective_metrics.size()) << what;
     for (size_t i = 0; i < r.objective_metrics.size(); ++i) {
       const auto& [name, value] = r.objective_metrics[i];
       EXPECT_EQ(g.objective_metrics[i].first, name);
-      if (timing_or_layout_metrics().count(name) != 0) continue;
+      if (testing::timing_or_layout_metrics().count(name) != 0) continue;
       EXPECT_NEAR(g.objective_metrics[i].second, value, 5e-5 * std::max(1.0, std::abs(value)))
           << what << " step " << s + 1 << " " << name;
     }
@@ -104,7 +83,8 @@ TEST_F(GrpoLayouts, StepsEqualOneProcessOnEveryLayout) {
     EXPECT_GT(train::metric(s.objective_metrics, "advantage_abs_mean"), 0.0);
     EXPECT_GT(s.grad_norm, 0.0);
   }
-  for (const auto& layout : testing::dense_layouts()) expect_same(run_grpo(layout), ref, "grpo at " + layout.name);
+  for (const auto& layout : testing::dense_layouts())
+    expect_same(run_grpo(layout), ref, "grpo at " + layout.name);
 }
 
 }  // namespace

@@ -1,0 +1,93 @@
+// RL policies on the GPU (SPEC 10, SPEC 11): at one process, GRPO (rollouts
+// generated on the device from the policy being trained, scored, the clipped
+// loss with its KL term) and DPO (the reference policy swapped in on the
+// device) run as on the CPU: the same sampled tokens and rewards (sampling's
+// draws do not depend on the device, policy/sampling.h), every step's loss
+// and metrics within 1e-4 relative, the gradient norms within 1e-3. Skipped
+// without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "config/loader.h"
+#include "gpu/gpu_world.h"
+#include "policy/dpo_recipe.h"
+#include "policy/grpo_test_run.h"
+#include "support/source_tree.h"
+#include "train/trainer.h"
+
+namespace tessel::gpu_testing {
+namespace {
+
+// Each step's loss and computed metrics within 1e-4 relative (1e-6 absolute
+// near 0), gradient norms within 1e-3, the same valid tokens.
+void expect_steps_follow(const std::vector<train::StepMetrics>& gpu,
+                         const std::vector<train::StepMetrics>& cpu, const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  for (size_t s = 0; s < cpu.size(); ++s) {
+    const auto &g = gpu[s], &c = cpu[s];
+    EXPECT_NEAR(g.loss, c.loss, 1e-4 * std::max(1e-2, std::abs(c.loss)))
+        << what << " step " << s + 1;
+    EXPECT_NEAR(g.grad_norm, c.grad_norm, 1e-3 * c.grad_norm + 1e-7) << what << " step " << s + 1;
+    EXPECT_EQ(g.valid_tokens, c.valid_tokens) << what << " step " << s + 1;
+    ASSERT_EQ(g.objective_metrics.size(), c.objective_metrics.size()) << what;
+    for (size_t i = 0; i < c.objective_metrics.size(); ++i) {
+      const auto& [name, value] = c.objective_metrics[i];
+      EXPECT_EQ(g.objective_metrics[i].first, name) << what;
+      if (policy::testing::timing_or_layout_metrics().count(name) != 0) continue;
+      EXPECT_NEAR(g.objective_metrics[i].second, value, 1e-4 * std::max(1e-2, std::abs(value)))
+          << what << " step " << s + 1 << " " << name;
+    }
+  }
+}
+
+class GpuPolicy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TESSEL_REQUIRE_GPU();
+    if (dist::world()->size() != 1) GTEST_SKIP() << "runs at one process";
+  }
+};
+
+TEST_F(GpuPolicy, GrpoOnTheGpuFollowsTheCpu) {
+  const config::Config c = policy::testing::three_step_grpo_config({});
+  policy::Rollouts on_cpu, on_gpu;
+  const train::TrainResult cpu =
+      policy::testing::run_grpo_with_byte_sums(c, single_rank_mesh(false), &on_cpu);
+  const train::TrainResult gpu =
+      policy::testing::run_grpo_with_byte_sums(c, single_rank_mesh(true), &on_gpu);
+  ASSERT_EQ(cpu.steps.size(), 3U);
+  // The run trains (rewards differ within a prompt's rollouts).
+  EXPECT_GT(train::metric(cpu.steps.back().objective_metrics, "advantage_abs_mean"), 0.0);
+  expect_steps_follow(gpu.steps, cpu.steps, "GRPO on " + device_path());
+  EXPECT_TRUE(at::equal(on_gpu.responses.tokens, on_cpu.responses.tokens))
+      << "the last step's sampled tokens";
+  EXPECT_EQ(on_gpu.rewards, on_cpu.rewards);
+}
+
+TEST_F(GpuPolicy, DpoOnTheGpuFollowsTheCpu) {
+  const config::Config c = config::load_config(
+      test_support::source_tree() / "examples" / "configs" / "dpo.yaml",
+      {"policy.model_name=tiny-llama", "dpo.max_num_steps=6", "dpo.val_period=0",
+       "dpo.val_at_start=false", "dpo.val_at_end=false", "dpo.reference_policy_kl_penalty=0.1",
+       "policy.train_global_batch_size=16", "policy.train_micro_batch_size=8",
+       "policy.max_total_sequence_length=64", "policy.optimizer.kwargs.lr=0.001",
+       "policy.scheduler=null", "checkpointing.enabled=false"});
+  train::RunOptions quiet;
+  quiet.quiet = true;
+  quiet.write_logs = false;
+  const train::TrainResult cpu = policy::train_dpo(c, single_rank_mesh(false), quiet);
+  const train::TrainResult gpu = policy::train_dpo(c, single_rank_mesh(true), quiet);
+  ASSERT_EQ(cpu.steps.size(), 6U);
+  // The policy starts as its reference on both: every reward exactly 0.
+  EXPECT_EQ(train::metric(gpu.steps[0].objective_metrics, "reward_margin"), 0.0);
+  expect_steps_follow(gpu.steps, cpu.steps, "DPO on " + device_path());
+}
+
+}  // namespace
+}  // namespace tessel::gpu_testing
