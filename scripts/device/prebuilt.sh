@@ -8,6 +8,8 @@
 #     the hash of the sources they are built from (source_hash.py), the torch
 #     they are linked against (version and git commit), their CUDA
 #     architectures.
+#   prebuilt.sh status [PREBUILT]   whether it is of this tree's sources (here,
+#     before a GPU call; exit 0 when it is)
 #   prebuilt.sh use PREBUILT BUILD TORCH_DIR   (gpu_check.sh, on the GPU machine)
 #     puts them in BUILD when this tree's sources, this machine's torch and
 #     its GPU's architecture are the ones they were built for, and they load
@@ -103,6 +105,19 @@ PY
     exit 8
   fi
   echo "using the carried build (sources ${hash:0:12}, torch $version, built $(field built) on $(field built_on))"
+  ;;
+status)
+  # Whether the carried build is of this tree's sources (before a GPU call:
+  # a stale one makes the GPU machine build for minutes).
+  prebuilt=${2:-$root/.device/prebuilt}
+  [[ -f $prebuilt/manifest.json ]] || { echo "no carried build at $prebuilt: run scripts/device/dry_run.sh"; exit 3; }
+  built=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["source_hash"])' "$prebuilt/manifest.json")
+  hash=$(python3 "$here/source_hash.py" "$root")
+  if [[ $built != "$hash" ]]; then
+    echo "the carried build is stale (built from sources ${built:0:12}, the tree is ${hash:0:12}): run scripts/device/dry_run.sh"
+    exit 4
+  fi
+  echo "the carried build is current (sources ${hash:0:12})"
   ;;
 libraries)
   # The folders of the libraries a carried build needs that the GPU machine

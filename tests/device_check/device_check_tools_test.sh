@@ -120,6 +120,13 @@ expect_contains "$out" "using the carried build" "a fitting carried build"
    -x $build/bin/bench_attention_kernels ]] ||
   fail "the fitting carried build's binaries are not in $build"
 
+# prebuilt.sh status: current for this tree's hash, stale for another.
+got=$(bash "$tools/prebuilt.sh" status "$carried") || fail "status of a current carried build: $got"
+expect_contains "$got" "is current" "status of a current carried build"
+manifest "0000$here_hash" "2.11.0+cu130"
+if got=$(bash "$tools/prebuilt.sh" status "$carried"); then fail "a stale carried build's status passed"; fi
+expect_contains "$got" "is stale" "status of a stale carried build"
+
 # --- summary_ok.py -------------------------------------------------------------
 summary() {  # ok phases_json carried? -> a summary file
   printf '{"ok": %s, "binaries": "x", "phases": %s}\n' "$1" "$2" >"$work/summary.json"
