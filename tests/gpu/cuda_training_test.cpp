@@ -3,13 +3,15 @@
 // as on the CPU in fp32; bf16 compute with fp32 master weights and
 // reductions follows the fp32 loss curve; and at four processes sharing the
 // GPU every layout (FSDP 2, HSDP 2x2, TP 2 x FSDP 2, CP 2 x FSDP 2, EP 2)
-// matches CUDA at one process. Skipped without a CUDA device.
+// matches CUDA at one process, each group counting the same collectives and
+// bytes as on the CPU. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -152,6 +154,55 @@ TEST_F(CudaTraining, EveryLayoutMatchesOneProcess) {
                    single_rank_mesh(true), quiet());
   const train::TrainResult moe_got = train::train(make_config(moe), block_mesh(ep, true), quiet());
   train::testing::expect_same_moe_steps(moe_got, moe_ref, "EP 2 on " + device_path());
+}
+
+// Each of the mesh's communicators' counters over a run of `cfg` (reset at
+// its start), by name. A first run goes before it, so that what a device
+// path sets up at its first use (communicators made lazily) is not counted.
+std::map<std::string, dist::CollectiveCounters> counted_run(const config::Config& cfg,
+                                                            const dist::DeviceMesh& mesh) {
+  train::train(cfg, mesh, quiet());
+  for (const auto& [name, c] : mesh.communicators()) c->reset_counters();
+  train::train(cfg, mesh, quiet());
+  std::map<std::string, dist::CollectiveCounters> out;
+  for (const auto& [name, c] : mesh.communicators()) out[name] = c->counters();
+  return out;
+}
+
+// Byte counters keep their meaning on the device (issue 39): at four
+// processes each group of a layout counts the same collectives of each kind,
+// and the same bytes sent to its node and to others, on the GPU as on the CPU.
+TEST_F(CudaTraining, EveryGroupCountsTheSameCollectivesAndBytesAsOnTheCpu) {
+  if (dist::world()->size() != 4) GTEST_SKIP() << "runs at 4 processes";
+  struct Layout {
+    std::string name;
+    dist::MeshSizes sizes;
+  };
+  for (const Layout& l : std::vector<Layout>{{"HSDP 2x2", mesh_sizes(4, 2)},
+                                             {"TP 2 x FSDP 2", mesh_sizes(4, 1, 2)}}) {
+    std::vector<std::string> o = layout_overrides(l.sizes);
+    o.insert(o.begin(), "policy.model_name=tiny-llama");
+    o.push_back("sft.max_num_steps=2");
+    const config::Config cfg = make_config(o);
+    const auto on_gpu = counted_run(cfg, block_mesh(l.sizes, true));
+    const auto on_cpu = counted_run(cfg, block_mesh(l.sizes, false));
+    ASSERT_EQ(on_gpu.size(), on_cpu.size()) << l.name;
+    for (const auto& [group, want] : on_cpu) {
+      ASSERT_TRUE(on_gpu.count(group)) << l.name << ": no group " << group << " on the GPU";
+      const dist::CollectiveCounters& got = on_gpu.at(group);
+      for (int k = 0; k < dist::kNumCollectiveKinds; ++k) {
+        const std::string what = l.name + ", group " + group + ", " +
+                                 dist::to_string(static_cast<dist::CollectiveKind>(k)) + " on " +
+                                 device_path();
+        EXPECT_EQ(got.calls[k], want.calls[k]) << what << ": calls";
+        EXPECT_EQ(got.bytes[k], want.bytes[k]) << what << ": bytes";
+        EXPECT_EQ(got.sent_same_node[k], want.sent_same_node[k])
+            << what << ": bytes sent within the node";
+        EXPECT_EQ(got.sent_other_node[k], want.sent_other_node[k])
+            << what << ": bytes sent to other nodes";
+      }
+    }
+  }
 }
 
 }  // namespace
