@@ -84,8 +84,10 @@ TEST_F(GpuPolicy, DpoOnTheGpuFollowsTheCpu) {
   const train::TrainResult cpu = policy::train_dpo(c, single_rank_mesh(false), quiet);
   const train::TrainResult gpu = policy::train_dpo(c, single_rank_mesh(true), quiet);
   ASSERT_EQ(cpu.steps.size(), 6U);
-  // The policy starts as its reference on both: every reward exactly 0.
-  EXPECT_EQ(train::metric(gpu.steps[0].objective_metrics, "reward_margin"), 0.0);
+  // The policy starts as its reference: every reward 0 (the same forward on
+  // the same weights; a bound, not equality, should the device's kernels
+  // choose differently between the two passes).
+  EXPECT_NEAR(train::metric(gpu.steps[0].objective_metrics, "reward_margin"), 0.0, 1e-6);
   expect_steps_follow(gpu.steps, cpu.steps, "DPO on " + device_path());
 }
 
