@@ -30,7 +30,9 @@
 # rows, TESSEL_CHECK_ATTENTION_SEQS / _DOCUMENTS, and a sliding window,
 # TESSEL_CHECK_ATTENTION_WINDOW, default 512, at _WINDOW_SEQS), TESSEL_CHECK_PROFILE=1
 # (also bench/gpu/profile.sh: each side's step under ncu, where the time
-# goes), TESSEL_CHECK_BUILD_LIMIT
+# goes), TESSEL_CHECK_BENCH_ENV (run.sh's switches for the benchmark, e.g.
+# "MAX_BATCH=1 LEAN=1 FUSED=0 KERNELS=0"), TESSEL_CHECK_ATTENTION=0 (leave the
+# attention rows out of a benchmark call), TESSEL_CHECK_BUILD_LIMIT
 # (seconds, default 360: a 16-core machine's build; the dry run on 2 cores
 # needs far more).
 set -uo pipefail
@@ -188,8 +190,10 @@ if ((built)); then
   bench_model=/tmp/tessel-check-bench-models/$(basename "$(dirname "$bench_config")")
   # Issue 40's side-by-side benchmark against PyTorch FSDP2, when asked for.
   if [[ ${TESSEL_CHECK_BENCH:-0} == 1 ]]; then
-    # shellcheck disable=SC2086 # the shape is three words: seq, micro batch, steps
-    phase bench "${TESSEL_CHECK_BENCH_LIMIT:-300}" bench.log env OUT="$out/bench" DEVICE="$device" MODEL_DIR="$bench_model" \
+    # TESSEL_CHECK_BENCH_ENV: run.sh's own switches (assignments, e.g. "MAX_BATCH=1 LEAN=1").
+    # shellcheck disable=SC2086 # the shape is three words: seq, micro batch, steps; the switches words too
+    phase bench "${TESSEL_CHECK_BENCH_LIMIT:-300}" bench.log env OUT="$out/bench" DEVICE="$device" \
+      MODEL_DIR="$bench_model" ${TESSEL_CHECK_BENCH_ENV:-} \
       bash "$root/bench/gpu/run.sh" "$build" ${TESSEL_CHECK_BENCH_SHAPE:-2048 4 8}
   fi
   # Packed rows' attention there, with the benchmark: one masked pass against
@@ -198,7 +202,7 @@ if ((built)); then
   # sliding window (Gemma 3's 512) as one mask against bands of queries
   # (nn/window_bands.h), at rows of 1.5 to 8 windows (bands from 2: the CPU's
   # library kernel measured 1.25x there).
-  if [[ ${TESSEL_CHECK_BENCH:-0} == 1 ]]; then
+  if [[ ${TESSEL_CHECK_BENCH:-0} == 1 && ${TESSEL_CHECK_ATTENTION:-1} == 1 ]]; then
     phase attention_packed 150 attention_packed.log bash -c '
       set -e
       if [[ -f $1/CMakeCache.txt ]]; then  # else the carried build has it
