@@ -37,6 +37,9 @@ def tests_line(name, report):
     if "tests" not in report:
         return f"- {name}: {report.get('error')}"
     line = f"- {name}: {report['passed']} passed, {report['failed']} failed, {report['skipped']} skipped"
+    paths = sorted({t["device_path"] for t in report["tests"] if t.get("device_path")})
+    if paths:  # which backend the device tests ran on (issue 39: "write what ran on which backend")
+        line += f"; device path: {', '.join(paths)}"
     if "error" in report:  # no report: what the log showed
         line += f" ({report['error']}; unfinished: {', '.join(report.get('unfinished', [])) or 'none'})"
     failed = [t for t in report.get("tests", []) if t["status"] == "failed"]

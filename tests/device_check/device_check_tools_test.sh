@@ -194,6 +194,8 @@ cat >"$work/bench_summary.json" <<'JSON'
 {"date": "2026-12-07", "machine": {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "torch_nccl": "2.27.5"},
  "binaries": "carried", "wall_s": 300.0, "ok": true,
  "phases": [{"name": "bench", "rc": 0, "seconds": 200.0}],
+ "test_gpu_np1": {"tests": [{"name": "A.B", "status": "passed", "device_path": "nccl 2.27.5"}],
+                  "passed": 1, "failed": 0, "skipped": 0},
  "bench": [{"side": "tessel", "seq": 2048, "micro_batch": 4, "step_time_s": 0.5, "tokens_per_s": 16384.0,
             "mfu": 0.55, "peak_device_bytes": 10737418240, "predicted_tensor_bytes": 10200547328, "last_loss": 11.5},
            {"summary": {"tokens_per_s_vs_eager": 1.1, "tessel_mfu": 0.55, "peak_memory_vs_eager": 0.8,
@@ -201,6 +203,7 @@ cat >"$work/bench_summary.json" <<'JSON'
 JSON
 text=$(python3 "$tools/record.py" "$work/bench_summary.json")
 expect_contains "$text" "## 2026-12-07: NVIDIA H200" "the section's heading"
+expect_contains "$text" "1 passed, 0 failed, 0 skipped; device path: nccl 2.27.5" "the tests' line and their path"
 expect_contains "$text" "| tessel | 0.500 | 16384 | 0.550 | 10.00 | 9.50 | - | 11.5000 |" "the benchmark row"
 expect_contains "$text" "tokens/s against PyTorch eager FSDP2: 1.100 (goal >= 1.15): not met" "the eager goal"
 expect_contains "$text" "tokens/s against PyTorch compiled: not measured" "an unmeasured goal"

@@ -128,6 +128,7 @@ std::vector<std::string> layout_overrides(const dist::MeshSizes& s) {
 // At four processes on the GPU: each layout's ten steps as CUDA at one process's.
 TEST_F(CudaTraining, EveryLayoutMatchesOneProcess) {
   if (dist::world()->size() != 4) GTEST_SKIP() << "runs at 4 processes";
+  RecordProperty("device_path", device_path());  // which backend ran it, in the report
   const config::Config dense = make_config(
       {"policy.model_name=tiny-llama", "sft.max_num_steps=10", "policy.train_micro_batch_size=1"});
   const train::TrainResult ref = train::train(dense, single_rank_mesh(true), quiet());
@@ -174,6 +175,7 @@ std::map<std::string, dist::CollectiveCounters> counted_run(const config::Config
 // and the same bytes sent to its node and to others, on the GPU as on the CPU.
 TEST_F(CudaTraining, EveryGroupCountsTheSameCollectivesAndBytesAsOnTheCpu) {
   if (dist::world()->size() != 4) GTEST_SKIP() << "runs at 4 processes";
+  RecordProperty("device_path", device_path());
   struct Layout {
     std::string name;
     dist::MeshSizes sizes;

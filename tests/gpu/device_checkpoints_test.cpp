@@ -68,6 +68,7 @@ class DeviceCheckpoints : public TrainFixture {
     if (gpu_world() == nullptr) GTEST_SKIP() << "no CUDA device: " << device::no_cuda_reason();
     const int world = dist::world()->size();
     if (world != 1 && world != 4) GTEST_SKIP() << "runs at one process or four";
+    RecordProperty("device_path", device_path());  // which backend ran it, in the report
     shared_ = train::testing::shared_dir("device_checkpoints");
     if (rank0()) fs::create_directories(shared_);
     dist::world()->barrier();

@@ -29,6 +29,16 @@ std::string peer_program() {
 }
 
 // `env` (assignments) is set for the job's ranks too.
+// The job's device path as its rank 0 printed it ("... path <path>"), for the report.
+void record_device_path(const JobResult& r) {
+  const std::string mark = ", path ";
+  const size_t at = r.output.find(mark);
+  if (at == std::string::npos) return;
+  const size_t end = r.output.find('\n', at);
+  ::testing::Test::RecordProperty("device_path",
+                                  r.output.substr(at + mark.size(), end - at - mark.size()));
+}
+
 JobResult run_job(const std::string& mode, int collective_timeout_s, const std::string& env = "") {
   const char* mpirun = std::getenv("TESSEL_TEST_MPIRUN");
   const std::string command =
@@ -37,7 +47,9 @@ JobResult run_job(const std::string& mode, int collective_timeout_s, const std::
       (mpirun ? mpirun : "mpirun") +
       " --oversubscribe --bind-to none -np 2 -x LD_LIBRARY_PATH -x TESSEL_COLLECTIVE_TIMEOUT_S " +
       peer_program() + " " + mode + " 2>&1";
-  return test_support::run_command(command);
+  JobResult r = test_support::run_command(command);
+  record_device_path(r);
+  return r;
 }
 
 class DeviceFaults : public ::testing::Test {
