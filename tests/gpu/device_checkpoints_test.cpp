@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "config/parallelism_config.h"
-#include "fsdp/state_dict.h"
 #include "gpu/gpu_world.h"
 #include "models/model_config.h"
 #include "models/presets.h"
@@ -52,13 +51,6 @@ std::vector<std::string> mesh_overrides(const NamedLayout& l) {
   return {"policy.dtensor_cfg.dp_replicate_size=" + std::to_string(l.sizes.dp_replicate),
           "policy.dtensor_cfg.tensor_parallel_size=" + std::to_string(l.sizes.tp),
           "policy.train_micro_batch_size=1"};
-}
-
-// Every parameter as a full float32 tensor on the host, by name (collective).
-std::map<std::string, at::Tensor> full_on_host(train::ShardedModel& model) {
-  std::map<std::string, at::Tensor> out;
-  for (auto& [name, t] : fsdp::full_state_dict(*model.model)) out[name] = t.to(at::kCPU);
-  return out;
 }
 
 class DeviceCheckpoints : public TrainFixture {
@@ -196,7 +188,7 @@ TEST_F(DeviceCheckpoints, AResumedRunMatchesTheUninterruptedOneOnTheGpuAndOnTheC
   const fs::path step3 = fs::path(ckpt) / "step_3";
   ASSERT_TRUE(fs::exists(step3 / "metadata.json")) << "no checkpoint at step 3";
   {
-    const std::map<std::string, at::Tensor> trained = full_on_host(first.model);
+    const std::map<std::string, at::Tensor> trained = train::testing::full_params(first);
     const auto saved = train::load_full_tensors(step3);
     EXPECT_EQ(saved.size(), trained.size());
     for (const auto& [name, t] : saved) {
@@ -210,8 +202,8 @@ TEST_F(DeviceCheckpoints, AResumedRunMatchesTheUninterruptedOneOnTheGpuAndOnTheC
   train::testing::expect_same_steps(second.steps, straight.steps,
                                     l.name + " resumed on the GPU, " + device_path(), 3);
   {
-    const std::map<std::string, at::Tensor> a = full_on_host(straight.model);
-    const std::map<std::string, at::Tensor> b = full_on_host(second.model);
+    const std::map<std::string, at::Tensor> a = train::testing::full_params(straight);
+    const std::map<std::string, at::Tensor> b = train::testing::full_params(second);
     for (const auto& [name, t] : a) EXPECT_TRUE(at::allclose(t, b.at(name), 1e-5, 1e-7)) << name;
   }
 
@@ -238,7 +230,7 @@ TEST_F(DeviceCheckpoints, TheExportFromDeviceShardsLoadsAsTheTrainedModel) {
   std::vector<std::string> o = mesh_overrides(l);
   o.push_back("sft.max_num_steps=2");
   train::TrainResult trained = train::train(make_config(o), gpu, quiet());
-  const std::map<std::string, at::Tensor> want = full_on_host(trained.model);
+  const std::map<std::string, at::Tensor> want = train::testing::full_params(trained);
   const fs::path out = shared_ / "export";
   train::export_sharded_model(trained.model, gpu, out, train::HfExportOptions{}, {});
   dist::world()->barrier();

@@ -9,8 +9,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -24,27 +22,10 @@
 namespace tessel::gpu_testing {
 namespace {
 
-// Each step's loss and computed metrics within 1e-4 relative (1e-6 absolute
-// near 0), gradient norms within 1e-3, the same valid tokens.
-void expect_steps_follow(const std::vector<train::StepMetrics>& gpu,
-                         const std::vector<train::StepMetrics>& cpu, const std::string& what) {
-  ASSERT_EQ(gpu.size(), cpu.size()) << what;
-  for (size_t s = 0; s < cpu.size(); ++s) {
-    const auto &g = gpu[s], &c = cpu[s];
-    EXPECT_NEAR(g.loss, c.loss, 1e-4 * std::max(1e-2, std::abs(c.loss)))
-        << what << " step " << s + 1;
-    EXPECT_NEAR(g.grad_norm, c.grad_norm, 1e-3 * c.grad_norm + 1e-7) << what << " step " << s + 1;
-    EXPECT_EQ(g.valid_tokens, c.valid_tokens) << what << " step " << s + 1;
-    ASSERT_EQ(g.objective_metrics.size(), c.objective_metrics.size()) << what;
-    for (size_t i = 0; i < c.objective_metrics.size(); ++i) {
-      const auto& [name, value] = c.objective_metrics[i];
-      EXPECT_EQ(g.objective_metrics[i].first, name) << what;
-      if (policy::testing::timing_or_layout_metrics().count(name) != 0) continue;
-      EXPECT_NEAR(g.objective_metrics[i].second, value, 1e-4 * std::max(1e-2, std::abs(value)))
-          << what << " step " << s + 1 << " " << name;
-    }
-  }
-}
+// Each step's loss and computed metrics within 1e-4 relative (of at least
+// 1e-2), gradient norms within 1e-3, the same valid tokens.
+constexpr policy::testing::StepTolerance kDeviceToHost{
+    .loss = 1e-4, .grad_norm = 1e-3, .metric = 1e-4, .floor = 1e-2, .grad_norm_abs = 1e-7};
 
 class GpuPolicy : public ::testing::Test {
  protected:
@@ -64,7 +45,8 @@ TEST_F(GpuPolicy, GrpoOnTheGpuFollowsTheCpu) {
   ASSERT_EQ(cpu.steps.size(), 3U);
   // The run trains (rewards differ within a prompt's rollouts).
   EXPECT_GT(train::metric(cpu.steps.back().objective_metrics, "advantage_abs_mean"), 0.0);
-  expect_steps_follow(gpu.steps, cpu.steps, "GRPO on " + device_path());
+  policy::testing::expect_steps_close(gpu.steps, cpu.steps, "GRPO on " + device_path(),
+                                      kDeviceToHost);
   EXPECT_TRUE(at::equal(on_gpu.responses.tokens, on_cpu.responses.tokens))
       << "the last step's sampled tokens";
   EXPECT_EQ(on_gpu.rewards, on_cpu.rewards);
@@ -88,7 +70,8 @@ TEST_F(GpuPolicy, DpoOnTheGpuFollowsTheCpu) {
   // the same weights; a bound, not equality, should the device's kernels
   // choose differently between the two passes).
   EXPECT_NEAR(train::metric(gpu.steps[0].objective_metrics, "reward_margin"), 0.0, 1e-6);
-  expect_steps_follow(gpu.steps, cpu.steps, "DPO on " + device_path());
+  policy::testing::expect_steps_close(gpu.steps, cpu.steps, "DPO on " + device_path(),
+                                      kDeviceToHost);
 }
 
 }  // namespace

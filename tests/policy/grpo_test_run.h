@@ -6,6 +6,10 @@
 // would give every advantage 0 and train nothing).
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -64,6 +68,42 @@ inline const std::set<std::string>& timing_or_layout_metrics() {
       "generation_tokens_per_s", "refit_s",     "generation_s", "rollout_s", "logprobs_s",
       "decoding_weight_mib",     "kv_cache_mib"};
   return names;
+}
+
+// How close two runs' steps must be: loss and computed metrics within
+// `relative` x max(`floor`, |reference|), gradient norms within
+// `grad_norm` x reference + `grad_norm_abs`.
+struct StepTolerance {
+  double loss = 0;
+  double grad_norm = 0;
+  double metric = 0;
+  double floor = 1.0;
+  double grad_norm_abs = 0;
+};
+
+// Each step of `got` against `ref`: loss, gradient norm, valid tokens (equal)
+// and every objective metric but the timing ones, named alike and in order.
+inline void expect_steps_close(const std::vector<train::StepMetrics>& got,
+                               const std::vector<train::StepMetrics>& ref, const std::string& what,
+                               const StepTolerance& tol) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  for (size_t s = 0; s < ref.size(); ++s) {
+    const auto &g = got[s], &r = ref[s];
+    EXPECT_NEAR(g.loss, r.loss, tol.loss * std::max(tol.floor, std::abs(r.loss)))
+        << what << " step " << s + 1;
+    EXPECT_NEAR(g.grad_norm, r.grad_norm, tol.grad_norm * r.grad_norm + tol.grad_norm_abs)
+        << what << " step " << s + 1;
+    EXPECT_EQ(g.valid_tokens, r.valid_tokens) << what << " step " << s + 1;
+    ASSERT_EQ(g.objective_metrics.size(), r.objective_metrics.size()) << what;
+    for (size_t i = 0; i < r.objective_metrics.size(); ++i) {
+      const auto& [name, value] = r.objective_metrics[i];
+      EXPECT_EQ(g.objective_metrics[i].first, name) << what;
+      if (timing_or_layout_metrics().count(name) != 0) continue;
+      EXPECT_NEAR(g.objective_metrics[i].second, value,
+                  tol.metric * std::max(tol.floor, std::abs(value)))
+          << what << " step " << s + 1 << " " << name;
+    }
+  }
 }
 
 // The GRPO recipe of `c` on `mesh` with ByteSumVerifier's rewards; the last

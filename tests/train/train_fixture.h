@@ -38,10 +38,11 @@ inline RunOptions quiet() {
   return r;
 }
 
-// The trained parameters as full tensors, by name.
+// The trained parameters as full tensors on the host, by name (a run on a
+// device gathers them there; collective).
 inline std::map<std::string, at::Tensor> full_params(TrainResult& r) {
   std::map<std::string, at::Tensor> out;
-  for (auto& [name, t] : fsdp::full_state_dict(*r.model.model)) out[name] = t;
+  for (auto& [name, t] : fsdp::full_state_dict(*r.model.model)) out[name] = t.to(at::kCPU);
   return out;
 }
 

@@ -13,7 +13,6 @@
 
 #include <ATen/ATen.h>
 
-#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,22 +44,8 @@ GrpoRun run_grpo(const testing::Layout& layout) {
 }
 
 void expect_same(const GrpoRun& got, const GrpoRun& ref, const std::string& what) {
-  ASSERT_EQ(got.steps.size(), ref.steps.size()) << what;
-  for (size_t s = 0; s < ref.steps.size(); ++s) {
-    const auto &g = got.steps[s], &r = ref.steps[s];
-    EXPECT_NEAR(g.loss, r.loss, 2e-5 * std::max(1.0, std::abs(r.loss)))
-        << what << " step " << s + 1;
-    EXPECT_NEAR(g.grad_norm, r.grad_norm, 1e-4 * r.grad_norm) << what << " step " << s + 1;
-    EXPECT_EQ(g.valid_tokens, r.valid_tokens) << what << " step " << s + 1;
-    ASSERT_EQ(g.objective_metrics.size(), r.objective_metrics.size()) << what;
-    for (size_t i = 0; i < r.objective_metrics.size(); ++i) {
-      const auto& [name, value] = r.objective_metrics[i];
-      EXPECT_EQ(g.objective_metrics[i].first, name);
-      if (testing::timing_or_layout_metrics().count(name) != 0) continue;
-      EXPECT_NEAR(g.objective_metrics[i].second, value, 5e-5 * std::max(1.0, std::abs(value)))
-          << what << " step " << s + 1 << " " << name;
-    }
-  }
+  testing::expect_steps_close(got.steps, ref.steps, what,
+                              {.loss = 2e-5, .grad_norm = 1e-4, .metric = 5e-5, .floor = 1.0});
   EXPECT_TRUE(at::equal(got.last.responses.tokens, ref.last.responses.tokens)) << what;
   EXPECT_EQ(got.last.rewards, ref.last.rewards) << what;
   testing::expect_same_parameters(got.placed, ref.placed, what);
