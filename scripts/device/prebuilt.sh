@@ -37,6 +37,18 @@ print(field("__version__"), field("git_version"))
 PY
 }
 
+# read_manifest FILE: its fields into m_hash, m_version, m_commit, m_arches
+# (space-separated), m_built and m_built_on, read once.
+read_manifest() {
+  IFS=$'\t' read -r m_hash m_version m_commit m_arches m_built m_built_on < <(python3 - "$1" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+print("\t".join([m["source_hash"], m["torch_version"], m["torch_git_version"], " ".join(m["cuda_architectures"]),
+                 m["built"], m["built_on"]]))
+PY
+  )
+}
+
 case ${1:-} in
 stage)
   build=${2:?usage: prebuilt.sh stage BUILD TORCH_DIR [DEST]} torch=${3:?torch folder}
@@ -67,20 +79,21 @@ use)
   prebuilt=${2:?usage: prebuilt.sh use PREBUILT BUILD TORCH_DIR} build=${3:?build folder} torch=${4:?torch folder}
   manifest=$prebuilt/manifest.json
   [[ -f $manifest ]] || { echo "no carried build ($manifest): building here"; exit 3; }
-  field() { python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(" ".join(v) if isinstance(v, list) else v)' "$manifest" "$1"; }
+  read_manifest "$manifest"
   hash=$(python3 "$here/source_hash.py" "$root")
-  if [[ $hash != "$(field source_hash)" ]]; then
-    echo "the carried build is of other sources (${hash:0:12} here, $(field source_hash | cut -c1-12) built): building here"
+  if [[ $hash != "$m_hash" ]]; then
+    echo "the carried build is of other sources (${hash:0:12} here, ${m_hash:0:12} built): building here"
     exit 4
   fi
   read -r version commit < <(torch_build "$torch")
-  if [[ "$version $commit" != "$(field torch_version) $(field torch_git_version)" ]]; then
-    echo "the carried build is linked against torch $(field torch_version) ($(field torch_git_version)); this machine has $version ($commit): building here"
+  if [[ "$version $commit" != "$m_version $m_commit" ]]; then
+    echo "the carried build is linked against torch $m_version ($m_commit); this machine has $version ($commit):" \
+      "building here"
     exit 5
   fi
   capability=$(python3 -c 'import torch; m, n = torch.cuda.get_device_capability(0); print(f"{m}{n}")' 2>/dev/null || true)
-  if [[ -n $capability && " $(field cuda_architectures) " != *" $capability "* ]]; then
-    echo "the carried build's kernels are for sm $(field cuda_architectures); this GPU is sm $capability: building here"
+  if [[ -n $capability && " $m_arches " != *" $capability "* ]]; then
+    echo "the carried build's kernels are for sm $m_arches; this GPU is sm $capability: building here"
     exit 6
   fi
   python3 - "$prebuilt" "$manifest" <<'PY' || exit 7
@@ -104,17 +117,17 @@ PY
     for f in "${binaries[@]}"; do ldd "$build/$f" | grep "not found" || true; rm -f "$build/$f"; done
     exit 8
   fi
-  echo "using the carried build (sources ${hash:0:12}, torch $version, built $(field built) on $(field built_on))"
+  echo "using the carried build (sources ${hash:0:12}, torch $version, built $m_built on $m_built_on)"
   ;;
 status)
   # Whether the carried build is of this tree's sources (before a GPU call:
   # a stale one makes the GPU machine build for minutes).
   prebuilt=${2:-$root/.device/prebuilt}
   [[ -f $prebuilt/manifest.json ]] || { echo "no carried build at $prebuilt: run scripts/device/dry_run.sh"; exit 3; }
-  built=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["source_hash"])' "$prebuilt/manifest.json")
+  read_manifest "$prebuilt/manifest.json"
   hash=$(python3 "$here/source_hash.py" "$root")
-  if [[ $built != "$hash" ]]; then
-    echo "the carried build is stale (built from sources ${built:0:12}, the tree is ${hash:0:12}): run scripts/device/dry_run.sh"
+  if [[ $m_hash != "$hash" ]]; then
+    echo "the carried build is stale (built from sources ${m_hash:0:12}, the tree is ${hash:0:12}): run scripts/device/dry_run.sh"
     exit 4
   fi
   echo "the carried build is current (sources ${hash:0:12})"
