@@ -9,7 +9,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "device/backend.h"
@@ -20,17 +19,13 @@
 
 namespace tessel::gpu_testing {
 
-// Null without a CUDA device. Never destroyed: its NCCL communicators and
-// their watch must not be torn down after MPI and CUDA at exit.
-inline const dist::DeviceWorld* gpu_world() {
-  static const dist::DeviceWorld* world = []() -> const dist::DeviceWorld* {
-    if (device::cuda_device_count() == 0) return nullptr;
-    ::setenv("TESSEL_DEVICE", "cuda", 1);
-    ::setenv("TESSEL_ALLOW_SHARED_GPU", "1", 1);
-    return new dist::DeviceWorld(dist::setup_device_world(dist::world()));
-  }();
-  return world;
-}
+// Null without a CUDA device. Made by the first test that needs it and
+// released when the tests end (gpu_world.cpp: a gtest environment's TearDown,
+// on every rank in the same order), before MPI is finalized and CUDA is torn
+// down at exit: none of its NCCL communicators, nor the thread that watches
+// them (dist/collective_watch.h), is left polling a runtime that is going
+// away, as tessel's own commands release theirs before they return.
+const dist::DeviceWorld* gpu_world();
 
 // The world's device path, for messages: which backend the tests ran on.
 inline std::string device_path() {
