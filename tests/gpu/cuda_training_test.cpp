@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config/parallelism_config.h"
+#include "gpu/bf16_loss_curve.h"
 #include "gpu/gpu_world.h"
 #include "models/presets.h"
 #include "train/layout_parity.h"
@@ -83,7 +84,8 @@ TEST_F(CudaTraining, EveryPresetMatchesTheCpuAtOneProcess) {
 }
 
 // bf16 compute with fp32 master weights, optimizer state and reductions
-// (policy.precision=bfloat16) stays within 1e-2 of the fp32 loss over 50 steps.
+// (policy.precision=bfloat16) follows the fp32 loss curve over 50 steps
+// (bf16_loss_curve.h says how closely, and why not each step within 1e-2).
 TEST_F(CudaTraining, Bf16FollowsTheFp32LossCurve) {
   if (dist::world()->size() != 1) GTEST_SKIP() << "runs at one process";
   const dist::DeviceMesh gpu = single_rank_mesh(true);
@@ -92,11 +94,7 @@ TEST_F(CudaTraining, Bf16FollowsTheFp32LossCurve) {
   bf16.push_back("policy.precision=bfloat16");
   const train::TrainResult fp32 = train::train(make_config(run), gpu, quiet());
   const train::TrainResult low = train::train(make_config(bf16), gpu, quiet());
-  ASSERT_EQ(low.steps.size(), 50U);
-  for (size_t s = 0; s < low.steps.size(); ++s) {
-    EXPECT_NEAR(low.steps[s].loss, fp32.steps[s].loss, 1e-2 * fp32.steps[s].loss)
-        << "step " << s + 1;
-  }
+  expect_bf16_follows_fp32(low, fp32);
   EXPECT_LT(low.steps.back().loss, 0.8 * low.steps.front().loss)
       << "bf16 training must still learn";
 }
