@@ -37,6 +37,19 @@ at::Tensor library_masked_attention(const at::Tensor& q, const at::Tensor& k, co
     return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true, scale,
                                             grouped);
   }
+  if (grouped && q.is_cuda() && (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf)) {
+    // With a mask, libtorch 2.11 runs grouped K/V heads only in its math
+    // kernel (flash takes no mask, the memory-efficient kernel no unequal head
+    // counts), which keeps [B, Hq, T, T] fp32 scores per layer for the
+    // backward: GBs at T 2048. K/V repeated to the query's heads (what
+    // enable_gqa does inside) take the memory-efficient kernel instead, for
+    // B x Hq x T x D copies. (fp32 keeps the math kernel: the GPU's parity
+    // runs compare it with the CPU at 1e-4.)
+    const int64_t repeats = q.size(1) / k.size(1);
+    return at::scaled_dot_product_attention(q, k.repeat_interleave(repeats, 1), v.repeat_interleave(repeats, 1),
+                                            visible, /*dropout_p=*/0.0, /*is_causal=*/false, scale,
+                                            /*enable_gqa=*/false);
+  }
   return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0, /*is_causal=*/false, scale, grouped);
 #else
   TESSEL_CHECK(false, "this build's libtorch ({}) has no fused attention kernel; it needs libtorch 2.5 or later",

@@ -107,7 +107,8 @@ TEST(GpuAttention, EveryMaskAgainstFloat64) {
 // The library's variable-length flash kernel (bf16 only: nn/varlen_attention.h)
 // with packed documents and windows: within bf16's error of causal_attention
 // in float64, forward and backward, and no further from it than the same
-// attention in bf16 through the library's masked kernel.
+// attention in bf16 through the library's masked kernel (itself within bf16's
+// error: grouped K/V heads repeated for it, nn/library_attention.cpp).
 TEST(GpuAttention, VarlenFlashAgainstFloat64) {
   TESSEL_REQUIRE_GPU();
   const int64_t B = 2, Hq = 6, Hkv = 2, T = 301, D = 64;
@@ -162,7 +163,8 @@ TEST(GpuAttention, VarlenFlashAgainstFloat64) {
     for (size_t i = 0; i < varlen.size(); ++i) {
       std::printf("varlen %s %s: relative error %.2e (masked bf16 %.2e)\n", c.name, what[i], varlen[i], masked[i]);
       EXPECT_LE(varlen[i], 5e-2) << what[i];
-      EXPECT_LE(varlen[i], 2.0 * masked[i] + 2e-3) << what[i];
+      EXPECT_LE(masked[i], 5e-2) << what[i] << " (masked, K/V repeated to the query's heads)";
+      EXPECT_LE(varlen[i], 2.0 * masked[i] + 5e-3) << what[i];
     }
   }
 }

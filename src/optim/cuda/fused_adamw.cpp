@@ -12,8 +12,12 @@ bool fused_adamw_built() { return true; }
 
 bool fused_adamw_applies(const at::Tensor& p, const at::Tensor& grad, const AdamWParamState& state) {
   if (p.device().is_cpu() || !at::isFloatingType(p.scalar_type())) return false;
+  // The kernel refuses (TORCH_CHECK) tensors whose sizes or strides differ
+  // from the parameter's, which is_contiguous alone does not rule out (a
+  // size-1 dimension's stride).
   for (const at::Tensor* t : {&p, &grad, &state.exp_avg, &state.exp_avg_sq}) {
-    if (!t->defined() || t->device() != p.device() || t->scalar_type() != p.scalar_type() || !t->is_contiguous())
+    if (!t->defined() || t->device() != p.device() || t->scalar_type() != p.scalar_type() || !t->is_contiguous() ||
+        t->sizes() != p.sizes() || t->strides() != p.strides())
       return false;
   }
   return true;
