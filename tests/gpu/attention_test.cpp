@@ -173,6 +173,7 @@ TEST(GpuAttention, VarlenFlashAgainstFloat64) {
 // bf16 when TESSEL_DEVICE_KERNELS=fused, and not otherwise.
 TEST(GpuAttention, TheModuleTakesVarlenWhenSwitchedOn) {
   TESSEL_REQUIRE_GPU();
+  TESSEL_REQUIRE_KERNELS();  // `fused` switches the rotary kernel on too
   const c10::Device gpu = gpu_world()->device;
   const auto bf16 = at::TensorOptions().device(gpu).dtype(at::kBFloat16);
   // Whether the module's output graph reaches the flash kernel's backward.

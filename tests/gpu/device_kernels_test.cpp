@@ -65,11 +65,6 @@ void expect_close(const at::Tensor& got, const at::Tensor& want, double toleranc
 
 std::string dtype_name(at::ScalarType t) { return c10::toString(t); }
 
-#define TESSEL_REQUIRE_KERNELS()                                                                   \
-  if (!nn::device_kernels_built()) {                                                               \
-    GTEST_SKIP() << "this CUDA build has no kernels of tessel's own (no working nvcc at configure)"; \
-  }
-
 class DeviceKernels : public ::testing::Test {
  protected:
   void SetUp() override {
