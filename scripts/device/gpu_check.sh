@@ -81,10 +81,18 @@ phase() {
 }
 
 # --- the machine ---------------------------------------------------------
+# An image may force TF32 for every fp32 matrix product
+# (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1, as NVIDIA's PyTorch images set;
+# libtorch then ignores the precision a program asks for): the GPU tests
+# compare fp32 with the CPU at 1e-4, which TF32's 10-bit mantissa breaks.
+# Unset for the whole check (both sides of the benchmark alike); machine.json
+# says what it was.
+export TESSEL_CHECK_TF32_OVERRIDE_WAS=${TORCH_ALLOW_TF32_CUBLAS_OVERRIDE-unset}
+unset TORCH_ALLOW_TF32_CUBLAS_OVERRIDE
 torch_dir=${TESSEL_CHECK_TORCH:-$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')}
 python3 - >"$out/machine.json" <<'PY'
-import json, subprocess
-info = {}
+import json, os, subprocess
+info = {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE (unset for the check)": os.environ["TESSEL_CHECK_TF32_OVERRIDE_WAS"]}
 try:
     import torch
     info.update({"torch": torch.__version__, "torch_cuda": torch.version.cuda,

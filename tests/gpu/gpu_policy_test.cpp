@@ -70,8 +70,15 @@ TEST_F(GpuPolicy, DpoOnTheGpuFollowsTheCpu) {
   // the same weights; a bound, not equality, should the device's kernels
   // choose differently between the two passes).
   EXPECT_NEAR(train::metric(gpu.steps[0].objective_metrics, "reward_margin"), 0.0, 1e-6);
-  policy::testing::expect_steps_close(gpu.steps, cpu.steps, "DPO on " + device_path(),
-                                      kDeviceToHost);
+  // Step 1's "accuracy" (the share of pairs whose margin is above 0) is then
+  // the sign of rounding: 0 where the two passes agree to the bit, as on the
+  // CPU, any share of the pairs where a device's kernels differ by one ulp;
+  // compared from step 2 on, where the margins have grown.
+  std::vector<train::StepMetrics> got = gpu.steps, want = cpu.steps;
+  for (std::vector<train::StepMetrics>* steps : {&got, &want}) {
+    std::erase_if(steps->front().objective_metrics, [](const auto& m) { return m.first == "accuracy"; });
+  }
+  policy::testing::expect_steps_close(got, want, "DPO on " + device_path(), kDeviceToHost);
 }
 
 }  // namespace
