@@ -9,6 +9,7 @@ namespace tessel::dist {
 namespace {
 
 thread_local double seconds_waited = 0.0;
+thread_local int staged_waits_open = 0;  // StagedWaitTimers alive on this thread
 
 // Pending stalls at which add_stream_wait counts the measurable ones itself:
 // a command that never reads the total (generation, log-probs) would
@@ -17,7 +18,8 @@ thread_local double seconds_waited = 0.0;
 // device cost amortised constant time, not a sweep per wait.
 constexpr size_t kPendingToFold = 1024;
 
-// The compute streams' stalls: measured, and still waiting for their events.
+// The compute streams' stalls (measured, and still waiting for their events)
+// and the staged waits: what counts for the whole process.
 struct StreamStalls {
   std::mutex mutex;
   double measured = 0.0;
@@ -61,7 +63,19 @@ void add_stream_wait(std::function<std::optional<double>()> stall_seconds) {
 }
 
 CallerWaitTimer::~CallerWaitTimer() {
+  if (staged_waits_open > 0) return;  // the staged wait around it counts
   seconds_waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+StagedWaitTimer::StagedWaitTimer() : start_(std::chrono::steady_clock::now()) { ++staged_waits_open; }
+
+StagedWaitTimer::~StagedWaitTimer() {
+  --staged_waits_open;
+  if (staged_waits_open > 0) return;  // an enclosing one counts
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  StreamStalls& s = stream_stalls();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.measured += seconds;
 }
 
 }  // namespace tessel::dist

@@ -8,7 +8,8 @@
 //
 // Per thread (thread_local), never reset: callers take differences.
 //
-// On a device (SPEC 10) waiting does not block the host: Work::wait() makes
+// On a device (SPEC 10) waiting does not block the host (but for the staged
+// path: StagedWaitTimer below): Work::wait() makes
 // the compute stream wait for the collective's event. What the computation
 // lost is then the time the compute stream stood still, measured by the
 // device's own clock: from the moment the stream reached the wait to the
@@ -33,13 +34,30 @@ double caller_wait_seconds();
 // have passed, std::nullopt before.
 void add_stream_wait(std::function<std::optional<double>()> stall_seconds);
 
-// Adds the time from construction to destruction to this thread's total.
+// Adds the time from construction to destruction to this thread's total
+// (nothing while a StagedWaitTimer is alive on the thread).
 class CallerWaitTimer {
  public:
   CallerWaitTimer() : start_(std::chrono::steady_clock::now()) {}
   ~CallerWaitTimer();
   CallerWaitTimer(const CallerWaitTimer&) = delete;
   CallerWaitTimer& operator=(const CallerWaitTimer&) = delete;
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+// A wait for a collective that device tensors make through host memory
+// (dist/device_communicator.cpp's staged path: several ranks on one GPU, or
+// TESSEL_COMM=mpi): counted for the whole process, as the device's stream
+// stalls are, since a device's backward waits on the autograd engine's
+// thread; the host collective's own CallerWaitTimer inside it counts nothing.
+class StagedWaitTimer {
+ public:
+  StagedWaitTimer();
+  ~StagedWaitTimer();
+  StagedWaitTimer(const StagedWaitTimer&) = delete;
+  StagedWaitTimer& operator=(const StagedWaitTimer&) = delete;
 
  private:
   std::chrono::steady_clock::time_point start_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "dist/caller_wait_time.h"
 
 namespace tessel::dist {
 
@@ -32,6 +33,7 @@ class StagedWork : public Work {
         inputs_(std::move(inputs)) {}
   void wait() override {
     if (done_) return;
+    const StagedWaitTimer timer;  // also the copy back: the device's time lost to staging
     host_work_->wait();
     at::NoGradGuard no_grad;
     for (auto& [device, host] : copy_back_) device.copy_(host);

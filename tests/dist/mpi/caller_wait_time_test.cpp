@@ -3,7 +3,8 @@
 // collective late holds every other rank up at least as long as its delay
 // (the collective cannot finish before the last rank joins), whichever path
 // the collective takes: waited on asynchronously or run on the caller's
-// thread. Time spent computing, or waiting on another thread, is not counted.
+// thread. Time spent computing, or waiting on another thread, is not counted,
+// but for waits staged through host memory for device tensors.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -65,6 +66,32 @@ TEST(CallerWaitTime, ComputeAndOtherThreadsWaitsAreNotCounted) {
   if (w->rank() != 0) {
     EXPECT_GE(other_thread_waited, kSurelyHeldUp);
   }
+}
+
+// A wait staged through host memory for device tensors counts for the whole
+// process (a device's backward waits on the autograd engine's thread), and
+// once: not again by the host collective's own timer inside it.
+TEST(CallerWaitTime, StagedWaitsCountOnceForTheWholeProcess) {
+  constexpr auto kWait = std::chrono::milliseconds(50);
+  const double before = caller_wait_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  {
+    const StagedWaitTimer staged;
+    const CallerWaitTimer host_collective;
+    std::this_thread::sleep_for(kWait);
+  }
+  const double around = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double counted = caller_wait_seconds() - before;
+  EXPECT_GE(counted, 0.05);
+  EXPECT_LE(counted, around) << "counted twice";
+
+  const double before_other = caller_wait_seconds();
+  std::thread autograd_like([&] {
+    const StagedWaitTimer staged;
+    std::this_thread::sleep_for(kWait);
+  });
+  autograd_like.join();
+  EXPECT_GE(caller_wait_seconds() - before_other, 0.05) << "another thread's staged wait";
 }
 
 }  // namespace
