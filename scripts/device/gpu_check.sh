@@ -6,7 +6,11 @@
 # four sharing the GPU, and `tessel train` on the GPU at one and four
 # processes; prints one JSON summary as its last line and writes it, with
 # the logs, to $OUT (or .device/out). Each phase has a time limit; the
-# whole check is meant to take under 8 minutes on a 16-core machine.
+# whole check is meant to take under 8 minutes on a 16-core machine. The
+# phases run in the order of what matters most (one call may have to do it
+# all within a session's device time, scripts/device/README.md): the tests
+# and the trains (issue 39), the benchmark and its profile (issue 40), the
+# attention rows, compute-sanitizer.
 #
 # Usage, from the repository root:   bash scripts/device/gpu_check.sh
 # Environment: TESSEL_CHECK_JOBS (build jobs, default: the cores),
@@ -18,8 +22,8 @@
 # builds here; "off": always build here; scripts/device/prebuilt.sh),
 # TESSEL_CHECK_BUILD_DIR (default build/device),
 # TESSEL_CHECK_SKIP_BUILD=1 (reuse the build folder), TESSEL_CHECK_TESTS=0 (leave
-# out the GPU tests, compute-sanitizer and the trains: a second call for the
-# benchmark), TESSEL_CHECK_DEADLINE_S (default 570: no phase runs past that
+# out the GPU tests, compute-sanitizer and the trains: a second call for what
+# the first's deadline skipped), TESSEL_CHECK_DEADLINE_S (default 570: no phase runs past that
 # many seconds from the start, so the summary is written within a device
 # call's 600 s; 0: no deadline), TESSEL_CHECK_SANITIZE=0 (leave
 # out compute-sanitizer's memcheck and racecheck of tessel's kernels, which
@@ -179,17 +183,6 @@ if ((built && tests)); then
     policy.dtensor_cfg.dp_replicate_size=1 "logger.log_dir=$out/train_np1_logs" --no-print-config
   phase train_np4 180 train_np4.log env TESSEL_DEVICE="$device" TESSEL_ALLOW_SHARED_GPU=1 "$build/bin/tessel" train \
     --nproc 4 --mpirun "$mpirun" "logger.log_dir=$out/train_np4_logs" --no-print-config
-  # tessel's own kernels under compute-sanitizer (out-of-bounds accesses,
-  # shared-memory races), where it is installed and a GPU is present; last,
-  # so that a slow sanitizer never takes the deadline's time from the parity
-  # tests and the trains.
-  if command -v compute-sanitizer >/dev/null 2>&1 && [[ ${TESSEL_CHECK_SANITIZE:-1} == 1 ]] \
-    && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    for tool in memcheck racecheck; do
-      phase "sanitize_$tool" 150 "sanitize_$tool.log" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-        "$build/tests/test_gpu" --gtest_filter='DeviceKernels.*:FusedAdamW.*'
-    done
-  fi
 fi
 if ((built)); then
   # The benchmark's model (GBs for Llama-3.2-1B) stays out of $out, which
@@ -203,6 +196,10 @@ if ((built)); then
     phase bench "${TESSEL_CHECK_BENCH_LIMIT:-300}" bench.log env OUT="$out/bench" DEVICE="$device" \
       MODEL_DIR="$bench_model" ${TESSEL_CHECK_BENCH_ENV:-} \
       bash "$root/bench/gpu/run.sh" "$build" ${TESSEL_CHECK_BENCH_SHAPE:-2048 4 8}
+  fi
+  if [[ ${TESSEL_CHECK_PROFILE:-0} == 1 ]]; then
+    phase profile 240 profile.log env OUT="$out/profile" MODEL_DIR="$bench_model" RAW_DIR=/tmp/tessel-check-profile \
+      bash "$root/bench/gpu/profile.sh" "$build" 2048 4
   fi
   # Packed rows' attention there, with the benchmark: one masked pass against
   # each document through the causal kernel, at document counts around the
@@ -228,9 +225,17 @@ if ((built)); then
       "${TESSEL_CHECK_ATTENTION_DOCUMENTS:-8 32 128}" "$out/attention_packed.jsonl" \
       "${TESSEL_CHECK_ATTENTION_WINDOW:-512}" "${TESSEL_CHECK_ATTENTION_WINDOW_SEQS:-768 1024 2048 4096}"
   fi
-  if [[ ${TESSEL_CHECK_PROFILE:-0} == 1 ]]; then
-    phase profile 240 profile.log env OUT="$out/profile" MODEL_DIR="$bench_model" RAW_DIR=/tmp/tessel-check-profile \
-      bash "$root/bench/gpu/profile.sh" "$build" 2048 4
+  # tessel's own kernels under compute-sanitizer (out-of-bounds accesses,
+  # shared-memory races), where it is installed and a GPU is present; last,
+  # so that a slow sanitizer never takes the deadline's time from the parity
+  # tests, the trains, the benchmark or its profile (the order is what
+  # matters most first: one call may have to do it all, scripts/device/README.md).
+  if ((tests)) && command -v compute-sanitizer >/dev/null 2>&1 && [[ ${TESSEL_CHECK_SANITIZE:-1} == 1 ]] \
+    && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    for tool in memcheck racecheck; do
+      phase "sanitize_$tool" 150 "sanitize_$tool.log" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$build/tests/test_gpu" --gtest_filter='DeviceKernels.*:FusedAdamW.*'
+    done
   fi
 fi
 
