@@ -16,10 +16,7 @@ namespace {
 
 using RunResult = test_support::Result;  // exit code 124: the outer `timeout` had to end it
 
-std::string peer_program() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dist_fault_peer")
-      .string();
-}
+std::string peer_program() { return test_support::program_beside_this_test("dist_fault_peer"); }
 
 RunResult run_job(const std::string& mode, int ranks, int timeout_s) {
   const std::string command =

@@ -134,10 +134,10 @@ TEST_F(CudaTraining, EveryLayoutMatchesOneProcess) {
     std::string name;
     dist::MeshSizes sizes;
   };
-  const std::vector<Layout> layouts = {{"FSDP 2", mesh_sizes(2)},
-                                       {"HSDP 2x2", mesh_sizes(4, 2)},
-                                       {"TP 2 x FSDP 2", mesh_sizes(4, 1, 2)},
-                                       {"CP 2 x FSDP 2", mesh_sizes(4, 1, 1, 2)}};
+  const std::vector<Layout> layouts = {{"FSDP 2", {.world_size = 2}},
+                                       {"HSDP 2x2", {.world_size = 4, .dp_replicate = 2}},
+                                       {"TP 2 x FSDP 2", {.world_size = 4, .tp = 2}},
+                                       {"CP 2 x FSDP 2", {.world_size = 4, .cp = 2}}};
   for (const Layout& l : layouts) {
     std::vector<std::string> o = layout_overrides(l.sizes);
     o.insert(o.begin(), "policy.model_name=tiny-llama");
@@ -178,8 +178,8 @@ TEST_F(CudaTraining, EveryGroupCountsTheSameCollectivesAndBytesAsOnTheCpu) {
     std::string name;
     dist::MeshSizes sizes;
   };
-  for (const Layout& l : std::vector<Layout>{{"HSDP 2x2", mesh_sizes(4, 2)},
-                                             {"TP 2 x FSDP 2", mesh_sizes(4, 1, 2)}}) {
+  for (const Layout& l : std::vector<Layout>{{"HSDP 2x2", {.world_size = 4, .dp_replicate = 2}},
+                                             {"TP 2 x FSDP 2", {.world_size = 4, .tp = 2}}}) {
     std::vector<std::string> o = layout_overrides(l.sizes);
     o.insert(o.begin(), "policy.model_name=tiny-llama");
     o.push_back("sft.max_num_steps=2");

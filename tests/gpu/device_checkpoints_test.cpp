@@ -76,8 +76,9 @@ class DeviceCheckpoints : public TrainFixture {
 
   // The layout a run of this world trains on: one process, or HSDP 2x2.
   static NamedLayout training_layout() {
-    return dist::world()->size() == 1 ? NamedLayout{"one process", mesh_sizes(1)}
-                                      : NamedLayout{"HSDP 2x2", mesh_sizes(4, 2)};
+    return dist::world()->size() == 1
+               ? NamedLayout{"one process", {.world_size = 1}}
+               : NamedLayout{"HSDP 2x2", {.world_size = 4, .dp_replicate = 2}};
   }
 
   fs::path shared_;
@@ -126,11 +127,11 @@ TEST_F(DeviceCheckpoints, HfDirectoryLoadsIntoDeviceShards) {
   // The caching allocator rounds each block up to 512 bytes, and small
   // temporaries (index tensors, scalars) come and go.
   const int64_t slack = 256 * 1024;
-  std::vector<NamedLayout> layouts = {{"one process", mesh_sizes(1)}};
+  std::vector<NamedLayout> layouts = {{"one process", {.world_size = 1}}};
   if (dist::world()->size() == 4)
-    layouts = {{"FSDP 4", mesh_sizes(4)},
-               {"HSDP 2x2", mesh_sizes(4, 2)},
-               {"TP 2 x FSDP 2", mesh_sizes(4, 1, 2)}};
+    layouts = {{"FSDP 4", {.world_size = 4}},
+               {"HSDP 2x2", {.world_size = 4, .dp_replicate = 2}},
+               {"TP 2 x FSDP 2", {.world_size = 4, .tp = 2}}};
   for (const NamedLayout& l : layouts) {
     std::vector<std::string> o = {"policy.model_name='" + model_dir.string() + "'"};
     for (const std::string& s : mesh_overrides(l)) o.push_back(s);

@@ -23,10 +23,7 @@ namespace {
 
 using JobResult = test_support::Result;  // exit code 124: the outer `timeout` had to end it
 
-std::string peer_program() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "device_fault_peer")
-      .string();
-}
+std::string peer_program() { return test_support::program_beside_this_test("device_fault_peer"); }
 
 // `env` (assignments) is set for the job's ranks too.
 // The job's device path as its rank 0 printed it ("... path <path>"), for the report.

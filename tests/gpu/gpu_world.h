@@ -55,19 +55,6 @@ inline dist::DeviceMesh block_mesh(dist::MeshSizes sizes, bool on_gpu) {
                           on_gpu ? w.device : c10::Device(c10::kCPU));
 }
 
-// The sizes of a layout of `world` ranks (an ep > 1 layout takes the MoE mesh, v2).
-inline dist::MeshSizes mesh_sizes(int world, int dp_replicate = 1, int tp = 1, int cp = 1,
-                                  int ep = 1) {
-  dist::MeshSizes s;
-  s.world_size = world;
-  s.dp_replicate = dp_replicate;
-  s.tp = tp;
-  s.cp = cp;
-  s.ep = ep;
-  if (ep > 1) s.v2 = true;
-  return s;
-}
-
 inline dist::DeviceMesh single_rank_mesh(bool on_gpu) {
   dist::MeshSizes one;
   one.world_size = 1;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace tessel::test_support {
@@ -16,6 +17,12 @@ struct Result {
   int exit_code = -1;  // 128 + N when killed by signal N
   std::string output;  // stdout, then stderr when merged
 };
+
+// A program built into the same folder as the running test binary (a test's
+// helper program, e.g. a fault peer it launches under mpirun).
+inline std::string program_beside_this_test(const std::string& name) {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / name).string();
+}
 
 inline std::string tessel_binary() {
   const char* dir = std::getenv("TESSEL_BINARY_DIR");
